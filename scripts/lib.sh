@@ -1,0 +1,21 @@
+# Shared by the project scripts: paths, and installing what the build needs where it is missing.
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# Builds live outside the clone, so every clone (and CI) reuses them.
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/runaii/target}"
+
+# llama.cpp builds through llama-cpp-sys-2 with cmake and clang (bindgen needs libclang).
+ensure_build_tools() {
+  local missing=()
+  command -v cmake >/dev/null || missing+=(cmake)
+  command -v clang >/dev/null || missing+=(clang)
+  ldconfig -p 2>/dev/null | grep -q 'libclang' || missing+=(libclang-dev)
+  command -v cargo >/dev/null || { echo "cargo is missing: install Rust (rustup) first" >&2; exit 1; }
+  if [ "${#missing[@]}" -gt 0 ]; then
+    echo "installing build tools: ${missing[*]}"
+    local sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo="sudo"
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq cmake clang libclang-dev >/dev/null
+  fi
+}

@@ -1,0 +1,11 @@
+//! OpenAI-compatible wire types shared by the gateway and the worker.
+//!
+//! Requests are parsed leniently (unknown fields are ignored, as OpenAI clients send many), responses are
+//! written with every field the official SDKs dereference, so `openai-python` and `openai-node` read them
+//! unchanged.
+
+pub mod chat;
+pub mod error;
+
+pub use chat::*;
+pub use error::{ErrorBody, ErrorDetail};

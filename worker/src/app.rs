@@ -1,0 +1,66 @@
+//! Building and serving the worker: bind first (so tests can use port 0), then load the model in the
+//! background while `/health` answers 503.
+
+use std::sync::{Arc, OnceLock};
+
+use tokio::net::TcpListener;
+
+use crate::config::Settings;
+use crate::engine::{self, Loaded};
+use crate::http::{self, AppState, HttpMetrics};
+use crate::model_file;
+
+#[derive(Debug)]
+pub struct Application {
+    listener: TcpListener,
+    state: AppState,
+    loading: tokio::sync::oneshot::Receiver<anyhow::Result<Arc<Loaded>>>,
+}
+
+impl Application {
+    /// Checks the model file, binds the listener and starts loading the model.
+    ///
+    /// # Errors
+    /// A missing or corrupt model file, or an address that cannot be bound.
+    pub async fn build(settings: Settings) -> anyhow::Result<Self> {
+        model_file::verify(&settings.model_path)?;
+        let listener = TcpListener::bind(settings.listen).await?;
+        let loading = engine::load(settings.load_settings());
+        let state = AppState {
+            settings: Arc::new(settings),
+            loaded: Arc::new(OnceLock::new()),
+            metrics: Arc::new(HttpMetrics::default()),
+        };
+        Ok(Self { listener, state, loading })
+    }
+
+    /// # Errors
+    /// When the listener has no local address.
+    pub fn port(&self) -> std::io::Result<u16> {
+        self.listener.local_addr().map(|a| a.port())
+    }
+
+    /// Serves until the process ends. A model that fails to load ends the process with the reason.
+    ///
+    /// # Errors
+    /// When the model cannot load or the server fails.
+    pub async fn run(self) -> anyhow::Result<()> {
+        let Self { listener, state, loading } = self;
+        let loaded_slot = Arc::clone(&state.loaded);
+        let model_id = state.settings.model_id.clone();
+        let load = async move {
+            let loaded = loading.await.map_err(|_| anyhow::anyhow!("the engine thread ended while loading"))??;
+            tracing::info!(model = %model_id, slots = loaded.settings.slots, threads = loaded.settings.threads, "model ready");
+            let _ = loaded_slot.set(loaded);
+            // The server keeps running after the model is up.
+            std::future::pending::<anyhow::Result<()>>().await
+        };
+        let serve = async move {
+            axum::serve(listener, http::router(state)).await.map_err(anyhow::Error::from)
+        };
+        tokio::select! {
+            r = load => r,
+            r = serve => r,
+        }
+    }
+}

@@ -1,0 +1,172 @@
+//! Turning a chat completion request into an engine job: every check that can refuse a request runs
+//! here, before admission, so a refused request never takes a slot or generates a token.
+
+mod messages;
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use runaii_wire::{ChatCompletionRequest, ResponseFormat};
+use tokio::sync::mpsc;
+
+use crate::constraint::{Compiled, ConstraintSpec, OutputValidator};
+use crate::engine::{Event, Job, Loaded, SamplingParams};
+use crate::http::ApiError;
+
+/// A checked request, ready to submit.
+#[derive(Debug)]
+pub struct Prepared {
+    pub prompt: Vec<llama_cpp_2::token::LlamaToken>,
+    pub max_tokens: u32,
+    pub sampling: SamplingParams,
+    pub stop: Vec<String>,
+    pub constraint: Option<Arc<Compiled>>,
+}
+
+impl Prepared {
+    #[must_use]
+    pub fn validator(&self) -> Option<Arc<OutputValidator>> {
+        self.constraint.as_ref().and_then(|c| c.validator())
+    }
+
+    /// Hands the job to the engine's bounded queue.
+    ///
+    /// # Errors
+    /// [`ApiError::Overloaded`] when the queue is full.
+    pub fn submit(self, loaded: &Loaded) -> Result<mpsc::UnboundedReceiver<Event>, ApiError> {
+        let (events, receiver) = mpsc::unbounded_channel();
+        let job = Job {
+            prompt: self.prompt,
+            max_tokens: self.max_tokens,
+            sampling: self.sampling,
+            stop: self.stop,
+            constraint: self.constraint,
+            events,
+            enqueued: Instant::now(),
+        };
+        loaded.jobs.try_send(job).map_err(|_| ApiError::Overloaded)?;
+        Ok(receiver)
+    }
+}
+
+const MAX_STOP_SEQUENCES: usize = 4;
+
+/// Checks the request and builds its job.
+///
+/// # Errors
+/// An [`ApiError`] (4xx) for anything the worker will not run.
+pub async fn prepare(
+    request: &ChatCompletionRequest,
+    loaded: &Arc<Loaded>,
+    model_id: &str,
+    default_max_tokens: u32,
+) -> Result<Prepared, ApiError> {
+    if request.model != model_id {
+        return Err(ApiError::ModelNotFound(request.model.clone()));
+    }
+    if request.n.is_some_and(|n| n != 1) {
+        return Err(ApiError::invalid("only n=1 is supported", "n"));
+    }
+    if request.stream_options.is_some() && !request.stream {
+        return Err(ApiError::invalid("stream_options is only allowed when stream is true", "stream_options"));
+    }
+    let sampling = sampling(request)?;
+    let stop = request.stop.clone().map(runaii_wire::StopSequences::into_vec).unwrap_or_default();
+    if stop.len() > MAX_STOP_SEQUENCES || stop.iter().any(String::is_empty) {
+        return Err(ApiError::invalid("stop takes up to 4 non-empty strings", "stop"));
+    }
+    let spec = constraint_spec(request)?;
+
+    let rendered = loaded
+        .template
+        .render(&messages::for_template(&request.messages)?)
+        .map_err(|e| ApiError::InvalidRequest { message: e.to_string(), param: Some("messages"), code: "invalid_messages" })?;
+    let prompt = tokenize(loaded, &rendered);
+    let max_tokens = max_tokens(request, prompt.len(), loaded.settings.ctx_per_slot, default_max_tokens)?;
+
+    let constraint = match spec {
+        None => None,
+        Some((spec, param)) => {
+            let compiler = Arc::clone(&loaded.compiler);
+            let compiled = tokio::task::spawn_blocking(move || compiler.compile(&spec))
+                .await
+                .map_err(|e| ApiError::Internal(format!("constraint compile task failed: {e}")))?;
+            Some(compiled.map_err(|refusal| ApiError::Refused { refusal, param })?)
+        }
+    };
+    Ok(Prepared { prompt, max_tokens, sampling, stop, constraint })
+}
+
+fn sampling(request: &ChatCompletionRequest) -> Result<SamplingParams, ApiError> {
+    let defaults = SamplingParams::default();
+    let temperature = request.temperature.unwrap_or(defaults.temperature);
+    if !(0.0..=2.0).contains(&temperature) {
+        return Err(ApiError::invalid("temperature must be between 0 and 2", "temperature"));
+    }
+    let top_p = request.top_p.unwrap_or(defaults.top_p);
+    if !(top_p > 0.0 && top_p <= 1.0) {
+        return Err(ApiError::invalid("top_p must be greater than 0 and at most 1", "top_p"));
+    }
+    let top_k = match request.top_k {
+        None => defaults.top_k,
+        Some(0) => usize::MAX,
+        Some(k) => k as usize,
+    };
+    // Without a seed each request draws its own; with one, the same request samples the same tokens.
+    let seed = request.seed.map_or_else(rand::random, |s| s as u64);
+    Ok(SamplingParams { temperature, top_p, top_k, seed })
+}
+
+fn constraint_spec(request: &ChatCompletionRequest) -> Result<Option<(ConstraintSpec, &'static str)>, ApiError> {
+    let format = match &request.response_format {
+        None | Some(ResponseFormat::Text) => None,
+        Some(ResponseFormat::JsonObject) => Some(ConstraintSpec::JsonObject),
+        Some(ResponseFormat::JsonSchema { json_schema }) => {
+            let schema = json_schema.schema.clone().ok_or_else(|| {
+                ApiError::invalid("response_format.json_schema.schema is required", "response_format")
+            })?;
+            Some(ConstraintSpec::JsonSchema(schema))
+        }
+    };
+    match (format, &request.grammar) {
+        (Some(_), Some(_)) => Err(ApiError::InvalidRequest {
+            message: "response_format and grammar cannot be used together; send one".into(),
+            param: Some("grammar"),
+            code: "conflicting_constraints",
+        }),
+        (Some(spec), None) => Ok(Some((spec, "response_format"))),
+        (None, Some(grammar)) => Ok(Some((ConstraintSpec::Gbnf(grammar.clone()), "grammar"))),
+        (None, None) => Ok(None),
+    }
+}
+
+fn tokenize(loaded: &Loaded, prompt: &str) -> Vec<llama_cpp_2::token::LlamaToken> {
+    let vocab = loaded.model.vocab();
+    // Templates that write the BOS token themselves must not get a second one.
+    let bos = String::from_utf8_lossy(&vocab.token_to_piece(vocab.bos(), true, None)).into_owned();
+    let add_bos = vocab.should_add_bos() && (bos.is_empty() || !prompt.starts_with(&bos));
+    vocab.tokenize(prompt.as_bytes(), add_bos, true)
+}
+
+fn max_tokens(request: &ChatCompletionRequest, prompt_len: usize, context: u32, default: u32) -> Result<u32, ApiError> {
+    let prompt_len = u32::try_from(prompt_len).unwrap_or(u32::MAX);
+    if prompt_len >= context {
+        return Err(ApiError::ContextLengthExceeded(format!(
+            "this model's context window is {context} tokens, but the messages take {prompt_len}; shorten them"
+        )));
+    }
+    let room = context - prompt_len;
+    match request.requested_max_tokens() {
+        None => Ok(default.min(room)),
+        Some(asked) if asked < 1 => Err(ApiError::invalid("max_tokens must be at least 1", "max_tokens")),
+        Some(asked) => {
+            let asked_u32 = u32::try_from(asked).unwrap_or(u32::MAX);
+            if asked_u32 > room {
+                return Err(ApiError::ContextLengthExceeded(format!(
+                    "this model's context window is {context} tokens; the messages take {prompt_len} and max_tokens asks for {asked}, which leaves room for at most {room}"
+                )));
+            }
+            Ok(asked_u32)
+        }
+    }
+}

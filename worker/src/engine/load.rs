@@ -1,0 +1,126 @@
+//! Loading a model and starting the engine thread that owns its context.
+
+use std::num::NonZeroU32;
+use std::path::PathBuf;
+use std::sync::{Arc, OnceLock};
+
+use llama_cpp_2::context::params::LlamaContextParams;
+use llama_cpp_2::llama_backend::LlamaBackend;
+use llama_cpp_2::llama_batch::LlamaBatch;
+use llama_cpp_2::model::params::LlamaModelParams;
+use llama_cpp_2::model::LlamaModel;
+use tokio::sync::{mpsc, oneshot};
+
+use super::scheduler::Scheduler;
+use super::{EngineStats, Job};
+use crate::constraint::ConstraintCompiler;
+use crate::template::ChatTemplate;
+
+#[derive(Debug, Clone)]
+pub struct LoadSettings {
+    pub model_path: PathBuf,
+    pub slots: u32,
+    pub ctx_per_slot: u32,
+    pub batch_size: u32,
+    pub threads: u32,
+    pub queue_depth: usize,
+    pub gpu_layers: u32,
+}
+
+/// Everything the HTTP side needs once the model is up.
+#[derive(Debug)]
+pub struct Loaded {
+    pub model: Arc<LlamaModel>,
+    pub compiler: Arc<ConstraintCompiler>,
+    pub template: ChatTemplate,
+    pub jobs: mpsc::Sender<Job>,
+    pub stats: Arc<EngineStats>,
+    pub settings: LoadSettings,
+}
+
+/// llama.cpp's backend may be initialised once per process.
+fn backend() -> anyhow::Result<&'static LlamaBackend> {
+    static BACKEND: OnceLock<LlamaBackend> = OnceLock::new();
+    if let Some(b) = BACKEND.get() {
+        return Ok(b);
+    }
+    let b = LlamaBackend::init()?;
+    Ok(BACKEND.get_or_init(|| b))
+}
+
+/// Loads the model on a dedicated thread, which then runs the decode loop for the life of the process.
+/// Resolves once the model is ready, or with the reason it could not load.
+pub fn load(settings: LoadSettings) -> oneshot::Receiver<anyhow::Result<Arc<Loaded>>> {
+    let (ready_tx, ready_rx) = oneshot::channel();
+    let spawned = std::thread::Builder::new().name("engine".into()).spawn(move || {
+        let model = match load_model(&settings) {
+            Ok(model) => model,
+            Err(e) => {
+                let _ = ready_tx.send(Err(e));
+                return;
+            }
+        };
+        let started = start(&model, &settings);
+        let (ctx, loaded, jobs_rx) = match started {
+            Ok(parts) => parts,
+            Err(e) => {
+                let _ = ready_tx.send(Err(e));
+                return;
+            }
+        };
+        let stats = Arc::clone(&loaded.stats);
+        if ready_tx.send(Ok(loaded)).is_err() {
+            return;
+        }
+        let batch_size = settings.batch_size as usize;
+        Scheduler {
+            model: &model,
+            ctx,
+            jobs: jobs_rx,
+            stats,
+            slots: (0..settings.slots).map(|_| None).collect(),
+            batch: LlamaBatch::new(batch_size, i32::try_from(settings.slots).unwrap_or(1)),
+            batch_size,
+        }
+        .run();
+    });
+    if let Err(e) = spawned {
+        tracing::error!(error = %e, "could not spawn the engine thread");
+    }
+    ready_rx
+}
+
+fn load_model(settings: &LoadSettings) -> anyhow::Result<Arc<LlamaModel>> {
+    let params = LlamaModelParams::default().with_n_gpu_layers(settings.gpu_layers);
+    let model = LlamaModel::load_from_file(backend()?, &settings.model_path, &params)
+        .map_err(|e| anyhow::anyhow!("llama.cpp could not load {}: {e}", settings.model_path.display()))?;
+    Ok(Arc::new(model))
+}
+
+type Started<'m> = (llama_cpp_2::context::LlamaContext<'m>, Arc<Loaded>, mpsc::Receiver<Job>);
+
+fn start<'m>(model: &'m Arc<LlamaModel>, settings: &LoadSettings) -> anyhow::Result<Started<'m>> {
+    let template = ChatTemplate::from_model(model)?;
+    let compiler = ConstraintCompiler::new(Arc::clone(model))?;
+    let threads = i32::try_from(settings.threads).unwrap_or(1);
+    // Each sequence gets its own `ctx_per_slot` cells: llama.cpp splits n_ctx evenly across n_seq_max
+    // when the KV cache is not unified.
+    let params = LlamaContextParams::default()
+        .with_n_ctx(NonZeroU32::new(settings.ctx_per_slot * settings.slots))
+        .with_n_batch(settings.batch_size)
+        .with_n_ubatch(settings.batch_size)
+        .with_n_seq_max(settings.slots)
+        .with_n_threads(threads)
+        .with_n_threads_batch(threads);
+    let ctx = model.new_context(backend()?, params)?;
+    let (jobs_tx, jobs_rx) = mpsc::channel(settings.queue_depth.max(1));
+    let loaded = Arc::new(Loaded {
+        model: Arc::clone(model),
+        compiler: Arc::new(compiler),
+        template,
+        jobs: jobs_tx,
+        stats: Arc::new(EngineStats::default()),
+        settings: settings.clone(),
+    });
+    Ok((ctx, loaded, jobs_rx))
+}

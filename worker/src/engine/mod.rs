@@ -1,0 +1,83 @@
+//! The engine: one thread owns the llama.cpp context and decodes every admitted request together
+//! (continuous batching). The HTTP side talks to it through a bounded job queue and per-request event
+//! channels.
+
+mod load;
+mod sampler;
+mod scheduler;
+mod slot;
+mod text;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use llama_cpp_2::token::LlamaToken;
+use runaii_wire::{FinishReason, Timings, Usage};
+use tokio::sync::mpsc;
+
+use crate::constraint::Compiled;
+
+pub use load::{load, Loaded, LoadSettings};
+pub use sampler::SamplingParams;
+
+/// One admitted request, as the engine sees it.
+#[derive(Debug)]
+pub struct Job {
+    pub prompt: Vec<LlamaToken>,
+    pub max_tokens: u32,
+    pub sampling: SamplingParams,
+    pub stop: Vec<String>,
+    pub constraint: Option<Arc<Compiled>>,
+    pub events: mpsc::UnboundedSender<Event>,
+    pub enqueued: Instant,
+}
+
+/// What the engine tells a request, in order: deltas, then exactly one `Done` or `Failed`.
+#[derive(Debug)]
+pub enum Event {
+    Delta(String),
+    Done(Finished),
+    Failed(EngineFailure),
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct Finished {
+    pub finish_reason: FinishReason,
+    pub usage: Usage,
+    pub timings: Timings,
+}
+
+/// A request that failed after admission. Its tokens are still counted in the engine's totals.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum EngineFailure {
+    /// The constraint engine errored mid-answer; we stop rather than continue unconstrained.
+    #[error("the constraint engine failed while generating: {0}")]
+    Constraint(String),
+    #[error("llama.cpp failed to decode: {0}")]
+    Decode(String),
+}
+
+/// Counters the engine keeps for `/metrics` and `/health`.
+#[derive(Debug, Default)]
+pub struct EngineStats {
+    pub admitted: AtomicU64,
+    pub finished: AtomicU64,
+    pub failed: AtomicU64,
+    pub disconnected: AtomicU64,
+    pub prompt_tokens: AtomicU64,
+    pub completion_tokens: AtomicU64,
+    pub active_slots: AtomicU64,
+    pub decode_steps: AtomicU64,
+}
+
+impl EngineStats {
+    pub(crate) fn add(counter: &AtomicU64, n: u64) {
+        counter.fetch_add(n, Ordering::Relaxed);
+    }
+
+    #[must_use]
+    pub fn get(counter: &AtomicU64) -> u64 {
+        counter.load(Ordering::Relaxed)
+    }
+}

@@ -1,0 +1,297 @@
+//! The decode loop: admit jobs into free sequences, build one batch from every active sequence
+//! (generating sequences first, then prompt chunks), decode, sample, repeat.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use llama_cpp_2::context::LlamaContext;
+use llama_cpp_2::llama_batch::LlamaBatch;
+use llama_cpp_2::model::LlamaModel;
+use llama_cpp_2::token::data::LlamaTokenData;
+use llama_cpp_2::token::data_array::LlamaTokenDataArray;
+use llama_cpp_2::token::LlamaToken;
+use runaii_wire::FinishReason;
+use tokio::sync::mpsc;
+
+use super::slot::Active;
+use super::{EngineFailure, EngineStats, Event, Job};
+use crate::constraint::ActiveConstraint;
+
+pub(super) struct Scheduler<'m> {
+    pub model: &'m LlamaModel,
+    pub ctx: LlamaContext<'m>,
+    pub jobs: mpsc::Receiver<Job>,
+    pub stats: Arc<EngineStats>,
+    pub slots: Vec<Option<Active>>,
+    pub batch: LlamaBatch<'static>,
+    pub batch_size: usize,
+}
+
+/// What one sampling step decided for a sequence.
+enum Step {
+    Continue,
+    Finish(FinishReason),
+    Fail(EngineFailure),
+}
+
+impl Scheduler<'_> {
+    /// Runs until every job sender is gone and no sequence is active.
+    pub fn run(mut self) {
+        loop {
+            if !self.admit() {
+                return;
+            }
+            self.drop_disconnected();
+            if self.slots.iter().any(Option::is_some) {
+                self.step();
+            }
+        }
+    }
+
+    /// Fills free sequences from the queue. Blocks while nothing is active. False once the queue closed.
+    fn admit(&mut self) -> bool {
+        while let Some(free) = self.slots.iter().position(Option::is_none) {
+            let job = if self.slots.iter().all(Option::is_none) {
+                match self.jobs.blocking_recv() {
+                    Some(job) => job,
+                    None => return false,
+                }
+            } else {
+                match self.jobs.try_recv() {
+                    Ok(job) => job,
+                    Err(_) => break,
+                }
+            };
+            if job.events.is_closed() {
+                EngineStats::add(&self.stats.disconnected, 1);
+                continue;
+            }
+            let constraint = match job.constraint.as_ref().map(|c| c.start(self.model)).transpose() {
+                Ok(c) => c,
+                Err(refusal) => {
+                    let _ = job.events.send(Event::Failed(EngineFailure::Constraint(refusal.to_string())));
+                    continue;
+                }
+            };
+            self.clear_sequence(free);
+            EngineStats::add(&self.stats.admitted, 1);
+            EngineStats::add(&self.stats.prompt_tokens, job.prompt.len() as u64);
+            EngineStats::add(&self.stats.active_slots, 1);
+            self.slots[free] = Some(Active::new(job, constraint));
+        }
+        true
+    }
+
+    /// A client that left frees its sequence at once; what it consumed is already counted.
+    fn drop_disconnected(&mut self) {
+        for index in 0..self.slots.len() {
+            if self.slots[index].as_ref().is_some_and(|a| a.job.events.is_closed()) {
+                if let Some(active) = self.release(index) {
+                    EngineStats::add(&self.stats.disconnected, 1);
+                    tracing::info!(
+                        prompt_tokens = active.prompt_tokens(),
+                        completion_tokens = active.generated,
+                        "client disconnected; sequence freed"
+                    );
+                }
+            }
+        }
+    }
+
+    fn step(&mut self) {
+        self.batch.clear();
+        let mut budget = self.batch_size;
+        let mut order: Vec<usize> = (0..self.slots.len()).filter(|&i| self.slots[i].is_some()).collect();
+        // Generating sequences first: a long prompt must not stall everyone's next token.
+        order.sort_by_key(|&i| self.slots[i].as_ref().is_some_and(Active::is_prefilling));
+        let mut fed = Vec::new();
+        for index in order {
+            let Some(active) = self.slots[index].as_mut() else { continue };
+            let take = active.pending.len().min(budget);
+            if take == 0 {
+                continue;
+            }
+            let last_chunk = take == active.pending.len();
+            let seq = seq_id(index);
+            for (offset, token) in active.pending.drain(..take).enumerate() {
+                let pos = i32::try_from(active.n_past as usize + offset).unwrap_or(i32::MAX);
+                let wants_logits = last_chunk && offset + 1 == take;
+                if let Err(e) = self.batch.add(token, pos, &[seq], wants_logits) {
+                    tracing::error!(error = %e, "batch full; this should not happen with the budget check");
+                }
+            }
+            active.n_past += u32::try_from(take).unwrap_or(u32::MAX);
+            active.logits_at = last_chunk.then(|| self.batch.n_tokens() - 1);
+            budget -= take;
+            fed.push(index);
+        }
+        if fed.is_empty() {
+            return;
+        }
+        EngineStats::add(&self.stats.decode_steps, 1);
+        if let Err(e) = self.ctx.decode(&mut self.batch) {
+            tracing::error!(error = %e, "decode failed; failing the sequences in this batch");
+            for index in fed {
+                self.fail(index, EngineFailure::Decode(e.to_string()));
+            }
+            return;
+        }
+        for index in fed {
+            let Some(at) = self.slots[index].as_mut().and_then(|a| a.logits_at.take()) else { continue };
+            match self.sample(index, at) {
+                Step::Continue => {}
+                Step::Finish(reason) => self.finish(index, reason),
+                Step::Fail(failure) => self.fail(index, failure),
+            }
+        }
+    }
+
+    /// Samples one token for the sequence in `index`, feeds it to the constraint and the text.
+    fn sample(&mut self, index: usize, at: i32) -> Step {
+        let model = self.model;
+        let logits = self.ctx.get_logits_ith(at);
+        let Some(active) = self.slots[index].as_mut() else { return Step::Continue };
+        if active.first_sample.is_none() {
+            active.first_sample = Some(Instant::now());
+        }
+        let token = match pick(active, logits) {
+            Ok(token) => token,
+            Err(failure) => return Step::Fail(failure),
+        };
+        if model.vocab().is_eog(token) {
+            return Step::Finish(FinishReason::Stop);
+        }
+        let forced = match advance_constraint(active, token) {
+            Ok(forced) => forced,
+            Err(failure) => return Step::Fail(failure),
+        };
+        let remaining = active.job.max_tokens.saturating_sub(active.generated + 1) as usize;
+        let mut fed = vec![token];
+        fed.extend(forced.into_iter().take(remaining));
+        let produced = u32::try_from(fed.len()).unwrap_or(u32::MAX);
+        active.generated += produced;
+        EngineStats::add(&self.stats.completion_tokens, u64::from(produced));
+        for &t in &fed {
+            let released = active.text.push(&model.vocab().token_to_piece(t, false, None));
+            if !released.text.is_empty() {
+                active.send(Event::Delta(released.text));
+            }
+            if released.stopped {
+                return Step::Finish(FinishReason::Stop);
+            }
+        }
+        if let Some(ActiveConstraint::Llguidance(matcher)) = &active.constraint {
+            if matcher.is_stopped() {
+                return Step::Finish(FinishReason::Stop);
+            }
+        }
+        if active.generated >= active.job.max_tokens {
+            return Step::Finish(FinishReason::Length);
+        }
+        active.pending = fed;
+        Step::Continue
+    }
+
+    fn finish(&mut self, index: usize, reason: FinishReason) {
+        if let Some(mut active) = self.release(index) {
+            let rest = active.text.finish();
+            if !rest.is_empty() {
+                active.send(Event::Delta(rest));
+            }
+            EngineStats::add(&self.stats.finished, 1);
+            active.send(Event::Done(active.finished(reason)));
+        }
+    }
+
+    fn fail(&mut self, index: usize, failure: EngineFailure) {
+        if let Some(active) = self.release(index) {
+            tracing::warn!(error = %failure, "request failed in the engine");
+            EngineStats::add(&self.stats.failed, 1);
+            active.send(Event::Failed(failure));
+        }
+    }
+
+    fn release(&mut self, index: usize) -> Option<Active> {
+        let active = self.slots[index].take()?;
+        self.stats.active_slots.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+        self.clear_sequence(index);
+        Some(active)
+    }
+
+    fn clear_sequence(&mut self, index: usize) {
+        let seq = u32::try_from(index).ok();
+        if let Err(e) = self.ctx.clear_kv_cache_seq(seq, None, None) {
+            tracing::error!(error = %e, "could not clear a sequence's KV cache");
+        }
+    }
+}
+
+fn seq_id(index: usize) -> i32 {
+    i32::try_from(index).unwrap_or(i32::MAX)
+}
+
+/// Chooses the next token under the request's constraint.
+fn pick(active: &mut Active, logits: &[f32]) -> Result<LlamaToken, EngineFailure> {
+    let no_token = || EngineFailure::Constraint("the grammar allows no token at this point".into());
+    let token = match &mut active.constraint {
+        None => active.sampler.sample(logits, |_| true),
+        Some(ActiveConstraint::Llguidance(matcher)) => {
+            let mask = matcher.compute_mask_or_eos().map_err(|e| EngineFailure::Constraint(e.to_string()))?;
+            active.sampler.sample(logits, |id| mask.is_allowed(id))
+        }
+        Some(ActiveConstraint::Gbnf(grammar)) => {
+            // llama-server's trick: try the unconstrained choice first and mask the whole vocabulary only
+            // when the grammar rejects it; masking 49k candidates through llama.cpp's grammar every step
+            // halves the speed.
+            let first = active.sampler.sample(logits, |_| true).ok_or_else(no_token)?;
+            if gbnf_allows(grammar, first, logits) {
+                Some(first)
+            } else {
+                let mut all = LlamaTokenDataArray::new(
+                    logits.iter().enumerate().map(|(id, &l)| LlamaTokenData::new(token_of(id), l, 0.0)).collect(),
+                    false,
+                );
+                all.apply_sampler(grammar);
+                let allowed: Vec<bool> = all.data.iter().map(|d| d.logit().is_finite()).collect();
+                active.sampler.sample(logits, |id| allowed.get(id as usize).copied().unwrap_or(false))
+            }
+        }
+    };
+    let token = token.ok_or_else(no_token)?;
+    Ok(LlamaToken(i32::try_from(token).map_err(|_| no_token())?))
+}
+
+fn gbnf_allows(grammar: &mut llama_cpp_2::sampling::LlamaSampler, token: u32, logits: &[f32]) -> bool {
+    let logit = logits.get(token as usize).copied().unwrap_or(f32::NEG_INFINITY);
+    let mut one = LlamaTokenDataArray::new(vec![LlamaTokenData::new(token_of(token as usize), logit, 0.0)], false);
+    one.apply_sampler(grammar);
+    one.data.first().is_some_and(|d| d.logit().is_finite())
+}
+
+fn token_of(id: usize) -> LlamaToken {
+    LlamaToken(i32::try_from(id).unwrap_or(i32::MAX))
+}
+
+/// Feeds the sampled token to the constraint, exactly once, and returns the tokens the grammar forces
+/// next (llguidance's fast-forward: decoded in one batch instead of one step each).
+fn advance_constraint(active: &mut Active, token: LlamaToken) -> Result<Vec<LlamaToken>, EngineFailure> {
+    let id = u32::try_from(token.0).map_err(|_| EngineFailure::Constraint("negative token id".into()))?;
+    match &mut active.constraint {
+        None => Ok(Vec::new()),
+        Some(ActiveConstraint::Gbnf(grammar)) => {
+            grammar.try_accept(token).map_err(|e| EngineFailure::Constraint(e.to_string()))?;
+            Ok(Vec::new())
+        }
+        Some(ActiveConstraint::Llguidance(matcher)) => {
+            matcher.consume_token(id).map_err(|e| EngineFailure::Constraint(e.to_string()))?;
+            if matcher.is_stopped() {
+                return Ok(Vec::new());
+            }
+            let forced = matcher.compute_ff_tokens();
+            let budget = active.job.max_tokens.saturating_sub(active.generated + 1) as usize;
+            let forced = &forced[..forced.len().min(budget)];
+            matcher.consume_tokens(forced).map_err(|e| EngineFailure::Constraint(e.to_string()))?;
+            Ok(forced.iter().map(|&t| token_of(t as usize)).collect())
+        }
+    }
+}

@@ -1,0 +1,87 @@
+//! The state of one request while it owns a sequence in the batch.
+
+use std::time::Instant;
+
+use llama_cpp_2::token::LlamaToken;
+use runaii_wire::{FinishReason, Timings, Usage};
+
+use super::sampler::Sampler;
+use super::text::TextAssembler;
+use super::{Event, Finished, Job};
+use crate::constraint::ActiveConstraint;
+
+#[derive(Debug)]
+pub(super) struct Active {
+    pub job: Job,
+    /// Tokens to feed at the next decode: the prompt (in chunks), then each sampled token plus any
+    /// tokens the grammar forces after it.
+    pub pending: Vec<LlamaToken>,
+    /// Tokens of this sequence already in the KV cache.
+    pub n_past: u32,
+    pub generated: u32,
+    pub sampler: Sampler,
+    pub constraint: Option<ActiveConstraint>,
+    pub text: TextAssembler,
+    pub admitted: Instant,
+    pub first_sample: Option<Instant>,
+    /// Where this sequence's logits sit in the batch just decoded.
+    pub logits_at: Option<i32>,
+}
+
+impl Active {
+    pub fn new(job: Job, constraint: Option<ActiveConstraint>) -> Self {
+        let sampler = Sampler::new(job.sampling);
+        let text = TextAssembler::new(job.stop.clone());
+        Self {
+            pending: job.prompt.clone(),
+            job,
+            n_past: 0,
+            generated: 0,
+            sampler,
+            constraint,
+            text,
+            admitted: Instant::now(),
+            first_sample: None,
+            logits_at: None,
+        }
+    }
+
+    pub fn prompt_tokens(&self) -> u32 {
+        u32::try_from(self.job.prompt.len()).unwrap_or(u32::MAX)
+    }
+
+    pub fn is_prefilling(&self) -> bool {
+        self.first_sample.is_none()
+    }
+
+    pub fn send(&self, event: Event) {
+        // A closed channel means the client left; the scheduler frees the slot on its next pass.
+        let _ = self.job.events.send(event);
+    }
+
+    pub fn finished(&self, finish_reason: FinishReason) -> Finished {
+        let now = Instant::now();
+        let first = self.first_sample.unwrap_or(now);
+        let generation_ms = ms(now - first);
+        Finished {
+            finish_reason,
+            usage: Usage::new(self.prompt_tokens(), self.generated),
+            timings: Timings {
+                queue_ms: ms(self.admitted.saturating_duration_since(self.job.enqueued)),
+                prompt_ms: ms(first - self.admitted),
+                generation_ms,
+                prompt_n: self.prompt_tokens(),
+                predicted_n: self.generated,
+                predicted_per_second: if generation_ms > 0.0 {
+                    f64::from(self.generated) * 1000.0 / generation_ms
+                } else {
+                    0.0
+                },
+            },
+        }
+    }
+}
+
+fn ms(d: std::time::Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}

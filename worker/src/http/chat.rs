@@ -1,0 +1,102 @@
+//! `POST /v1/chat/completions`.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use runaii_wire::{AssistantMessage, ChatCompletion, ChatCompletionRequest, Choice, FinishReason};
+
+use super::{stream, ApiError, AppState};
+use crate::completion;
+use crate::engine::Event;
+
+pub(super) async fn create(State(state): State<AppState>, body: Result<Bytes, BytesRejection>) -> Response {
+    let outcome = handle(&state, body).await;
+    state.metrics.record_outcome(outcome.as_ref().err());
+    outcome.unwrap_or_else(IntoResponse::into_response)
+}
+
+async fn handle(state: &AppState, body: Result<Bytes, BytesRejection>) -> Result<Response, ApiError> {
+    let body = body.map_err(|rejection| match rejection.status() {
+        StatusCode::PAYLOAD_TOO_LARGE => ApiError::PayloadTooLarge(state.settings.max_body_bytes),
+        _ => ApiError::InvalidJson(rejection.body_text()),
+    })?;
+    let request: ChatCompletionRequest =
+        serde_json::from_slice(&body).map_err(|e| ApiError::InvalidJson(e.to_string()))?;
+    let loaded = state.ready()?;
+    let prepared =
+        completion::prepare(&request, loaded, &state.settings.model_id, state.settings.default_max_tokens).await;
+    let prepared = prepared.inspect_err(|e| state.metrics.record_refusal(e))?;
+    if let Some(compiled) = &prepared.constraint {
+        state.metrics.record_compile(compiled.compile_time());
+    }
+    let validator = prepared.validator();
+    let events = prepared.submit(loaded)?;
+    let meta = ResponseMeta::new(&request.model);
+    if request.stream {
+        return Ok(stream::respond(meta, events, validator, request.include_usage()));
+    }
+    collect(meta, events, validator).await.map(|c| Json(c).into_response())
+}
+
+/// Identity shared by every chunk or the single body of one answer.
+#[derive(Debug, Clone)]
+pub(super) struct ResponseMeta {
+    pub id: String,
+    pub created: i64,
+    pub model: String,
+}
+
+impl ResponseMeta {
+    fn new(model: &str) -> Self {
+        let created = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+        Self {
+            id: format!("chatcmpl-{}", uuid::Uuid::now_v7().simple()),
+            created: i64::try_from(created).unwrap_or(0),
+            model: model.to_owned(),
+        }
+    }
+}
+
+/// Waits for the whole answer. If the client goes away this future is dropped, which closes the event
+/// channel and frees the slot.
+async fn collect(
+    meta: ResponseMeta,
+    mut events: tokio::sync::mpsc::UnboundedReceiver<Event>,
+    validator: Option<std::sync::Arc<crate::constraint::OutputValidator>>,
+) -> Result<ChatCompletion, ApiError> {
+    let mut content = String::new();
+    while let Some(event) = events.recv().await {
+        match event {
+            Event::Delta(text) => content.push_str(&text),
+            Event::Failed(failure) => return Err(failure.into()),
+            Event::Done(done) => {
+                // A cut answer is reported as cut (finish_reason "length"); only a complete one is held
+                // to the schema.
+                if let (Some(v), FinishReason::Stop) = (&validator, done.finish_reason) {
+                    v.check(&content)?;
+                }
+                return Ok(ChatCompletion {
+                    id: meta.id,
+                    object: "chat.completion".into(),
+                    created: meta.created,
+                    model: meta.model,
+                    choices: vec![Choice {
+                        index: 0,
+                        message: AssistantMessage { role: "assistant".into(), content: Some(content), refusal: None },
+                        logprobs: None,
+                        finish_reason: done.finish_reason,
+                    }],
+                    usage: done.usage,
+                    system_fingerprint: None,
+                    timings: Some(done.timings),
+                });
+            }
+        }
+    }
+    Err(ApiError::Internal("the engine dropped a request without an answer".into()))
+}

@@ -1,0 +1,33 @@
+//! `GET /health`: 503 while the model loads, 200 with what this replica serves once it is ready.
+
+use std::sync::atomic::Ordering;
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde_json::json;
+
+use super::AppState;
+
+pub(super) async fn health(State(state): State<AppState>) -> Response {
+    let Some(loaded) = state.loaded.get() else {
+        return (StatusCode::SERVICE_UNAVAILABLE, Json(json!({"status": "loading", "model": state.settings.model_id})))
+            .into_response();
+    };
+    let settings = &loaded.settings;
+    let queued = loaded.jobs.max_capacity() - loaded.jobs.capacity();
+    Json(json!({
+        "status": "ok",
+        "model": state.settings.model_id,
+        "context_length": settings.ctx_per_slot,
+        "slots": settings.slots,
+        "slots_busy": loaded.stats.active_slots.load(Ordering::Relaxed),
+        "queue_depth": queued,
+        "queue_capacity": loaded.jobs.max_capacity(),
+        "threads": settings.threads,
+        "chat_template": loaded.template.from_model,
+        "supports_tools": loaded.template.supports_tools,
+    }))
+    .into_response()
+}

@@ -1,0 +1,95 @@
+//! `GET /metrics`: Prometheus text for requests, tokens, slots, queue and constraint compiles.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use axum::extract::State;
+use axum::http::header;
+use axum::response::IntoResponse;
+
+use super::{ApiError, AppState};
+use crate::engine::EngineStats;
+
+/// Upper bounds of the compile-time histogram, in seconds.
+const COMPILE_BUCKETS: [f64; 10] = [0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0];
+
+#[derive(Debug, Default)]
+pub struct HttpMetrics {
+    outcomes: Mutex<BTreeMap<(u16, &'static str), u64>>,
+    refusals: AtomicU64,
+    compile_buckets: [AtomicU64; COMPILE_BUCKETS.len()],
+    compile_count: AtomicU64,
+    compile_micros: AtomicU64,
+}
+
+impl HttpMetrics {
+    pub fn record_outcome(&self, error: Option<&ApiError>) {
+        let key = error.map_or((200, "ok"), |e| (e.status().as_u16(), e.code()));
+        let mut outcomes = self.outcomes.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        *outcomes.entry(key).or_default() += 1;
+    }
+
+    pub fn record_refusal(&self, error: &ApiError) {
+        if matches!(error, ApiError::Refused { .. }) {
+            self.refusals.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    pub fn record_compile(&self, took: Duration) {
+        let secs = took.as_secs_f64();
+        for (bound, bucket) in COMPILE_BUCKETS.iter().zip(&self.compile_buckets) {
+            if secs <= *bound {
+                bucket.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        self.compile_count.fetch_add(1, Ordering::Relaxed);
+        self.compile_micros.fetch_add(u64::try_from(took.as_micros()).unwrap_or(u64::MAX), Ordering::Relaxed);
+    }
+}
+
+pub(super) async fn render(State(state): State<AppState>) -> impl IntoResponse {
+    let mut out = String::new();
+    let m = &state.metrics;
+    let _ = writeln!(out, "# TYPE runaii_worker_requests_total counter");
+    for ((status, code), n) in m.outcomes.lock().unwrap_or_else(std::sync::PoisonError::into_inner).iter() {
+        let _ = writeln!(out, "runaii_worker_requests_total{{status=\"{status}\",code=\"{code}\"}} {n}");
+    }
+    let _ = writeln!(out, "# TYPE runaii_worker_schema_refusals_total counter");
+    let _ = writeln!(out, "runaii_worker_schema_refusals_total {}", m.refusals.load(Ordering::Relaxed));
+    let _ = writeln!(out, "# TYPE runaii_worker_constraint_compile_seconds histogram");
+    for (bound, bucket) in COMPILE_BUCKETS.iter().zip(&m.compile_buckets) {
+        let _ = writeln!(out, "runaii_worker_constraint_compile_seconds_bucket{{le=\"{bound}\"}} {}", bucket.load(Ordering::Relaxed));
+    }
+    let count = m.compile_count.load(Ordering::Relaxed);
+    let _ = writeln!(out, "runaii_worker_constraint_compile_seconds_bucket{{le=\"+Inf\"}} {count}");
+    let micros = m.compile_micros.load(Ordering::Relaxed);
+    let _ = writeln!(out, "runaii_worker_constraint_compile_seconds_sum {}.{:06}", micros / 1_000_000, micros % 1_000_000);
+    let _ = writeln!(out, "runaii_worker_constraint_compile_seconds_count {count}");
+
+    let ready = state.loaded.get();
+    let _ = writeln!(out, "# TYPE runaii_worker_ready gauge");
+    let _ = writeln!(out, "runaii_worker_ready {}", u8::from(ready.is_some()));
+    if let Some(loaded) = ready {
+        let s = &loaded.stats;
+        let counters = [
+            ("runaii_worker_admitted_total", &s.admitted),
+            ("runaii_worker_finished_total", &s.finished),
+            ("runaii_worker_failed_total", &s.failed),
+            ("runaii_worker_disconnected_total", &s.disconnected),
+            ("runaii_worker_prompt_tokens_total", &s.prompt_tokens),
+            ("runaii_worker_completion_tokens_total", &s.completion_tokens),
+            ("runaii_worker_decode_steps_total", &s.decode_steps),
+        ];
+        for (name, counter) in counters {
+            let _ = writeln!(out, "# TYPE {name} counter\n{name} {}", EngineStats::get(counter));
+        }
+        let queued = loaded.jobs.max_capacity() - loaded.jobs.capacity();
+        let _ = writeln!(out, "# TYPE runaii_worker_slots_busy gauge\nrunaii_worker_slots_busy {}", EngineStats::get(&s.active_slots));
+        let _ = writeln!(out, "# TYPE runaii_worker_slots gauge\nrunaii_worker_slots {}", loaded.settings.slots);
+        let _ = writeln!(out, "# TYPE runaii_worker_queue_depth gauge\nrunaii_worker_queue_depth {queued}");
+    }
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], out)
+}

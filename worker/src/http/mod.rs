@@ -1,0 +1,46 @@
+//! The worker's OpenAI-compatible HTTP surface.
+
+mod chat;
+mod error;
+mod health;
+mod metrics;
+mod stream;
+
+use std::sync::{Arc, OnceLock};
+
+use axum::extract::DefaultBodyLimit;
+use axum::routing::{get, post};
+use axum::Router;
+
+pub use error::ApiError;
+pub use metrics::HttpMetrics;
+
+use crate::config::Settings;
+use crate::engine::Loaded;
+
+/// Shared by every handler. `loaded` is empty while the model loads.
+#[derive(Debug, Clone)]
+pub struct AppState {
+    pub settings: Arc<Settings>,
+    pub loaded: Arc<OnceLock<Arc<Loaded>>>,
+    pub metrics: Arc<HttpMetrics>,
+}
+
+impl AppState {
+    /// # Errors
+    /// [`ApiError::Loading`] until the model is up.
+    pub fn ready(&self) -> Result<&Arc<Loaded>, ApiError> {
+        self.loaded.get().ok_or(ApiError::Loading)
+    }
+}
+
+pub fn router(state: AppState) -> Router {
+    let limit = state.settings.max_body_bytes;
+    Router::new()
+        .route("/v1/chat/completions", post(chat::create))
+        .route("/health", get(health::health))
+        .route("/metrics", get(metrics::render))
+        .fallback(|| async { ApiError::NoRoute })
+        .layer(DefaultBodyLimit::max(limit))
+        .with_state(state)
+}

@@ -1,0 +1,16 @@
+//! runaii worker: one model replica behind an OpenAI-compatible HTTP API.
+//!
+//! `engine` owns llama.cpp (one thread, continuous batching), `constraint` compiles and enforces
+//! JSON Schema / GBNF constraints, `completion` turns requests into jobs, `http` is the thin surface.
+
+pub mod app;
+pub mod completion;
+pub mod config;
+pub mod constraint;
+pub mod engine;
+pub mod http;
+pub mod model_file;
+pub mod template;
+
+pub use app::Application;
+pub use config::Settings;

@@ -1,0 +1,103 @@
+//! Rendering messages into a prompt with the model's own chat template (Jinja, from the GGUF metadata).
+
+use llama_cpp_2::model::LlamaModel;
+use minijinja::{context, Environment, Error as JinjaError, ErrorKind};
+use serde::Serialize;
+
+/// ChatML, used when a model ships no template of its own.
+const FALLBACK_TEMPLATE: &str = "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}";
+
+/// A message as templates expect it: role and plain-text content.
+#[derive(Debug, Clone, Serialize)]
+pub struct TemplateMessage {
+    pub role: String,
+    pub content: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("the chat template rejected these messages: {0}")]
+pub struct TemplateError(String);
+
+#[derive(Debug)]
+pub struct ChatTemplate {
+    env: Environment<'static>,
+    bos_token: String,
+    eos_token: String,
+    /// True when the model's own template mentions tools, i.e. it can render tool definitions.
+    pub supports_tools: bool,
+    /// False when the model had no template and ChatML stands in.
+    pub from_model: bool,
+}
+
+impl ChatTemplate {
+    /// # Errors
+    /// When the model's template does not parse as Jinja.
+    pub fn from_model(model: &LlamaModel) -> anyhow::Result<Self> {
+        let vocab = model.vocab();
+        let piece = |t| String::from_utf8_lossy(&vocab.token_to_piece(t, true, None)).into_owned();
+        let own = model.meta_val_str("tokenizer.chat_template").ok();
+        Self::new(own, piece(vocab.bos()), piece(vocab.eos()))
+    }
+
+    /// # Errors
+    /// When `source` does not parse as Jinja.
+    pub fn new(source: Option<String>, bos_token: String, eos_token: String) -> anyhow::Result<Self> {
+        let from_model = source.is_some();
+        let source = source.unwrap_or_else(|| FALLBACK_TEMPLATE.to_owned());
+        let supports_tools = from_model && source.contains("tools");
+        let mut env = Environment::new();
+        minijinja_contrib::add_to_environment(&mut env);
+        env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
+        env.add_function("raise_exception", |message: String| -> Result<String, JinjaError> {
+            Err(JinjaError::new(ErrorKind::InvalidOperation, message))
+        });
+        env.add_template_owned("chat", source).map_err(|e| anyhow::anyhow!("the model's chat template does not parse: {e}"))?;
+        Ok(Self { env, bos_token, eos_token, supports_tools, from_model })
+    }
+
+    /// # Errors
+    /// When the template raises (for example on roles it does not allow).
+    pub fn render(&self, messages: &[TemplateMessage]) -> Result<String, TemplateError> {
+        let template = self.env.get_template("chat").map_err(|e| TemplateError(e.to_string()))?;
+        template
+            .render(context! {
+                messages => messages,
+                add_generation_prompt => true,
+                bos_token => self.bos_token,
+                eos_token => self.eos_token,
+            })
+            .map_err(|e| TemplateError(e.to_string()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn msg(role: &str, content: &str) -> TemplateMessage {
+        TemplateMessage { role: role.into(), content: content.into() }
+    }
+
+    #[test]
+    fn fallback_is_chatml() {
+        let t = ChatTemplate::new(None, String::new(), String::new()).expect("fallback parses");
+        let out = t.render(&[msg("user", "hi")]).expect("renders");
+        assert_eq!(out, "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n");
+        assert!(!t.supports_tools);
+    }
+
+    #[test]
+    fn raise_exception_becomes_an_error() {
+        let src = "{% if messages[0].role != 'user' %}{{ raise_exception('first must be user') }}{% endif %}ok";
+        let t = ChatTemplate::new(Some(src.into()), String::new(), String::new()).expect("parses");
+        assert!(t.render(&[msg("assistant", "x")]).is_err());
+        assert_eq!(t.render(&[msg("user", "x")]).expect("renders"), "ok");
+    }
+
+    #[test]
+    fn python_string_methods_work() {
+        let src = "{{ messages[0].content.strip() }}";
+        let t = ChatTemplate::new(Some(src.into()), String::new(), String::new()).expect("parses");
+        assert_eq!(t.render(&[msg("user", "  x  ")]).expect("renders"), "x");
+    }
+}

@@ -1,0 +1,195 @@
+//! Black-box tests of the worker's HTTP API on the real embedded model.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use common::{get_json, invoice_request, invoice_schema, post, worker, MODEL};
+use serde_json::{json, Value};
+
+fn content(body: &Value) -> &str {
+    body["choices"][0]["message"]["content"].as_str().expect("content is a string")
+}
+
+fn assert_usage(body: &Value) {
+    let u = &body["usage"];
+    let (p, c, t) = (u["prompt_tokens"].as_u64().unwrap(), u["completion_tokens"].as_u64().unwrap(), u["total_tokens"].as_u64().unwrap());
+    assert!(p > 0 && c > 0, "usage counts tokens: {u}");
+    assert_eq!(p + c, t);
+    let timings = &body["timings"];
+    for key in ["queue_ms", "prompt_ms", "generation_ms"] {
+        assert!(timings[key].as_f64().is_some(), "timings.{key} present: {timings}");
+    }
+}
+
+#[tokio::test]
+async fn invoice_json_schema_answer_validates() {
+    let (status, body) = post(&worker().base, &invoice_request()).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["object"], "chat.completion");
+    assert_eq!(body["choices"][0]["finish_reason"], "stop", "{body}");
+    let answer: Value = serde_json::from_str(content(&body)).expect("answer is JSON");
+    assert!(jsonschema::is_valid(&invoice_schema(), &answer), "answer {answer} matches the schema");
+    // Keys come in the schema's declaration order, with no whitespace between tokens.
+    let keys: Vec<&String> = answer.as_object().unwrap().keys().collect();
+    assert_eq!(keys, ["invoice_number", "due_date", "total", "currency"]);
+    assert!(!content(&body).contains('\n'), "compact JSON: {}", content(&body));
+    assert_usage(&body);
+}
+
+#[tokio::test]
+async fn json_object_answer_is_an_object() {
+    let req = json!({
+        "model": MODEL,
+        "messages": [{"role": "user", "content": "Describe a cat as JSON with name and age."}],
+        "response_format": {"type": "json_object"},
+        "max_tokens": 200,
+        "seed": 7
+    });
+    let (status, body) = post(&worker().base, &req).await;
+    assert_eq!(status, 200, "{body}");
+    let finish = body["choices"][0]["finish_reason"].as_str().unwrap();
+    if finish == "stop" {
+        let v: Value = serde_json::from_str(content(&body)).expect("JSON");
+        assert!(v.is_object(), "{v}");
+    } else {
+        assert_eq!(finish, "length");
+        assert!(content(&body).starts_with('{'));
+    }
+    assert_usage(&body);
+}
+
+#[tokio::test]
+async fn gbnf_grammar_is_enforced() {
+    let req = json!({
+        "model": MODEL,
+        "messages": [{"role": "user", "content": "Is Paris in France? Answer yes or no."}],
+        "grammar": "root ::= (\"yes\" | \"no\") \"!\"",
+        "temperature": 1.5,
+        "seed": 3
+    });
+    for _ in 0..3 {
+        let (status, body) = post(&worker().base, &req).await;
+        assert_eq!(status, 200, "{body}");
+        assert!(["yes!", "no!"].contains(&content(&body)), "{body}");
+        assert_eq!(body["choices"][0]["finish_reason"], "stop");
+    }
+}
+
+#[tokio::test]
+async fn seed_makes_sampling_repeatable_and_stop_cuts() {
+    let req = json!({
+        "model": MODEL,
+        "messages": [{"role": "user", "content": "Write a short poem about the sea."}],
+        "temperature": 0.9,
+        "seed": 1234,
+        "max_tokens": 40
+    });
+    let (_, a) = post(&worker().base, &req).await;
+    let (_, b) = post(&worker().base, &req).await;
+    assert_eq!(content(&a), content(&b));
+    let text = content(&a).to_owned();
+    // A stop sequence taken from inside the first answer cuts the second one right before it.
+    let word: String = text.chars().skip(text.chars().count() / 2).take(3).collect();
+    let mut with_stop = req.clone();
+    with_stop["stop"] = json!([word]);
+    let (status, c) = post(&worker().base, &with_stop).await;
+    assert_eq!(status, 200);
+    assert_eq!(c["choices"][0]["finish_reason"], "stop");
+    assert!(text.starts_with(content(&c)) && !content(&c).contains(&word), "{:?} cut at {word:?}", content(&c));
+}
+
+#[tokio::test]
+async fn max_tokens_cut_is_reported_as_length() {
+    let req = json!({
+        "model": MODEL,
+        "messages": [{"role": "user", "content": "List twenty animals."}],
+        "max_completion_tokens": 5,
+        "temperature": 0
+    });
+    let (status, body) = post(&worker().base, &req).await;
+    assert_eq!(status, 200);
+    assert_eq!(body["choices"][0]["finish_reason"], "length");
+    assert_eq!(body["usage"]["completion_tokens"], 5);
+}
+
+#[tokio::test]
+async fn cut_constrained_answer_is_length_not_an_error() {
+    let mut req = invoice_request();
+    req["max_tokens"] = json!(4);
+    let (status, body) = post(&worker().base, &req).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["choices"][0]["finish_reason"], "length");
+    assert!(serde_json::from_str::<Value>(content(&body)).is_err(), "a cut answer is not complete JSON");
+}
+
+async fn assert_error(body: Value, want_status: u16, code: &str) {
+    let (status, resp) = post(&worker().base, &body).await;
+    assert_eq!(status, want_status, "{resp}");
+    let err = &resp["error"];
+    assert_eq!(err["code"], code, "{resp}");
+    assert!(err["message"].as_str().is_some_and(|m| !m.is_empty()));
+    assert!(err.get("param").is_some() && err.get("type").is_some(), "all four keys: {resp}");
+}
+
+#[tokio::test]
+async fn bad_input_is_a_clear_4xx_and_the_worker_lives() {
+    let base = &worker().base;
+    let raw = common::client()
+        .post(format!("{base}/v1/chat/completions"))
+        .header("content-type", "application/json")
+        .body("{\"model\": ")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(raw.status(), 400);
+    let body: Value = raw.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "invalid_json");
+
+    let user = json!([{"role": "user", "content": "hi"}]);
+    assert_error(json!({"model": "no-such-model", "messages": user}), 404, "model_not_found").await;
+    assert_error(json!({"model": MODEL, "messages": []}), 400, "invalid_value").await;
+    assert_error(json!({"model": MODEL, "messages": user, "max_tokens": 1_000_000_000_000_i64}), 400, "context_length_exceeded").await;
+    assert_error(json!({"model": MODEL, "messages": user, "max_tokens": 0}), 400, "invalid_value").await;
+    assert_error(json!({"model": MODEL, "messages": user, "temperature": 7}), 400, "invalid_value").await;
+    assert_error(json!({"model": MODEL, "messages": user, "n": 3}), 400, "invalid_value").await;
+    let long = "word ".repeat(10_000);
+    assert_error(json!({"model": MODEL, "messages": [{"role": "user", "content": long}]}), 400, "context_length_exceeded").await;
+    assert_error(
+        json!({"model": MODEL, "messages": user, "response_format": {"type": "json_object"}, "grammar": "root ::= \"a\""}),
+        400,
+        "conflicting_constraints",
+    )
+    .await;
+    let schema_format = |schema: Value| json!({"type": "json_schema", "json_schema": {"name": "x", "schema": schema}});
+    assert_error(json!({"model": MODEL, "messages": user, "response_format": schema_format(json!({"type": 5}))}), 400, "invalid_schema").await;
+    // Valid JSON Schema keywords the engine cannot enforce are refused, never dropped.
+    for schema in [
+        json!({"type": "array", "items": {"type": "integer"}, "uniqueItems": true}),
+        json!({"type": "object", "not": {"required": ["a"]}}),
+        json!({"type": "string", "format": "no-such-format"}),
+    ] {
+        assert_error(json!({"model": MODEL, "messages": user, "response_format": schema_format(schema)}), 400, "grammar_rejected").await;
+    }
+    assert_error(json!({"model": MODEL, "messages": user, "grammar": "root ::= ( \"a\""}), 400, "grammar_rejected").await;
+    assert_error(json!({"model": MODEL, "messages": user, "grammar": "start ::= \"a\""}), 400, "grammar_rejected").await;
+    assert_error(json!({"model": MODEL, "messages": [{"role": "wizard", "content": "x"}]}), 400, "invalid_value").await;
+
+    let oversized = "x".repeat(5 * 1024 * 1024);
+    let r = common::client().post(format!("{base}/v1/chat/completions")).body(oversized).send().await.unwrap();
+    assert_eq!(r.status(), 413);
+
+    let health = get_json(base, "/health").await;
+    assert_eq!(health["status"], "ok", "worker still alive: {health}");
+}
+
+#[tokio::test]
+async fn health_and_metrics_describe_the_replica() {
+    let base = &worker().base;
+    let health = get_json(base, "/health").await;
+    assert_eq!(health["model"], MODEL);
+    assert!(health["context_length"].as_u64().unwrap() >= 1024);
+    assert!(health["slots"].as_u64().unwrap() >= 1);
+    assert!(health["supports_tools"].is_boolean());
+    assert_eq!(common::metric(base, "runaii_worker_ready").await, 1);
+}

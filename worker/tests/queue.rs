@@ -1,0 +1,47 @@
+//! A full queue answers 503 with Retry-After, on a worker with one slot and a one-deep queue.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use serde_json::json;
+
+#[tokio::test]
+async fn full_queue_answers_503_with_retry_after() {
+    let worker = common::start(&["--slots", "1", "--queue-depth", "1"]);
+    let base = worker.base.clone();
+    let long = json!({
+        "model": common::MODEL,
+        "messages": [{"role": "user", "content": "Numbers please."}],
+        "max_tokens": 300,
+        "response_format": {"type": "json_schema", "json_schema": {"name": "n", "schema": {"type": "array", "items": {"type": "integer"}, "minItems": 200}}}
+    });
+    let tasks: Vec<_> = (0..4)
+        .map(|_| {
+            let (base, long) = (base.clone(), long.clone());
+            tokio::spawn(async move {
+                let r = common::client().post(format!("{base}/v1/chat/completions")).json(&long).send().await.unwrap();
+                let retry_after = r.headers().get("retry-after").map(|v| v.to_str().unwrap().to_owned());
+                let status = r.status().as_u16();
+                let body: serde_json::Value = r.json().await.unwrap();
+                (status, retry_after, body)
+            })
+        })
+        .collect();
+    let mut served = 0;
+    let mut refused = 0;
+    for t in tasks {
+        let (status, retry_after, body) = t.await.unwrap();
+        match status {
+            200 => served += 1,
+            503 => {
+                refused += 1;
+                assert_eq!(body["error"]["code"], "worker_overloaded");
+                assert_eq!(retry_after.as_deref(), Some("1"));
+            }
+            other => panic!("unexpected {other}: {body}"),
+        }
+    }
+    assert!(served >= 2, "the running request and the queued one are served");
+    assert!(refused >= 1, "a request past the queue is refused");
+}
