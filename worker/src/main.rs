@@ -7,7 +7,7 @@ use tracing_subscriber::EnvFilter;
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
-        .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info,llama_cpp_2=warn")))
+        .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info,llama-cpp-2=warn")))
         .init();
     llama_cpp_2::send_logs_to_tracing(llama_cpp_2::LogOptions::default());
     let settings = Settings::parse();

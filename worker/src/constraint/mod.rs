@@ -18,7 +18,7 @@ use llguidance::api::TopLevelGrammar;
 use llguidance::{Matcher, ParserFactory};
 use serde_json::Value;
 
-pub use schema::OutputValidator;
+pub use schema::{OutputValidator, OutputViolation};
 
 use cache::ConstraintCache;
 

@@ -33,7 +33,11 @@ impl OutputValidator {
         }
         jsonschema::meta::validate(schema)
             .map_err(|e| Refusal::InvalidSchema(format!("{e} at {}", e.instance_path)))?;
-        let validator = jsonschema::validator_for(schema).map_err(|e| Refusal::InvalidSchema(e.to_string()))?;
+        // Formats are asserted, not just annotated: the grammar enforces them, so the second layer must too.
+        let validator = jsonschema::options()
+            .should_validate_formats(true)
+            .build(schema)
+            .map_err(|e| Refusal::InvalidSchema(e.to_string()))?;
         Ok(Self { validator })
     }
 
