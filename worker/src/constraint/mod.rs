@@ -73,7 +73,7 @@ pub struct Compiled {
 
 enum CompiledGrammar {
     /// A matcher in its start state; each request works on a deep clone.
-    Llguidance(Matcher),
+    Llguidance(Box<Matcher>),
     /// GBNF checked by llama.cpp's parser; each request builds its own sampler from the text.
     Gbnf(String),
 }
@@ -202,7 +202,7 @@ impl ConstraintCompiler {
         if let Some(warning) = matcher.grammar_warnings().into_iter().find(|w| !w.starts_with("oneOf not fully supported")) {
             return Err(Refusal::Unenforceable(warning));
         }
-        Ok((CompiledGrammar::Llguidance(matcher), Some(validator)))
+        Ok((CompiledGrammar::Llguidance(Box::new(matcher)), Some(validator)))
     }
 }
 

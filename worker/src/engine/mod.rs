@@ -69,6 +69,9 @@ pub struct EngineStats {
     pub completion_tokens: AtomicU64,
     pub active_slots: AtomicU64,
     pub decode_steps: AtomicU64,
+    /// Time spent inside llama.cpp's decode, and choosing tokens (masking + sampling), in microseconds.
+    pub decode_micros: AtomicU64,
+    pub sample_micros: AtomicU64,
 }
 
 impl EngineStats {

@@ -129,13 +129,17 @@ impl Scheduler<'_> {
             return;
         }
         EngineStats::add(&self.stats.decode_steps, 1);
-        if let Err(e) = self.ctx.decode(&mut self.batch) {
+        let decode_started = Instant::now();
+        let decoded = self.ctx.decode(&mut self.batch);
+        EngineStats::add(&self.stats.decode_micros, micros(decode_started));
+        if let Err(e) = decoded {
             tracing::error!(error = %e, "decode failed; failing the sequences in this batch");
             for index in fed {
                 self.fail(index, EngineFailure::Decode(e.to_string()));
             }
             return;
         }
+        let sample_started = Instant::now();
         for index in fed {
             let Some(at) = self.slots[index].as_mut().and_then(|a| a.logits_at.take()) else { continue };
             match self.sample(index, at) {
@@ -144,6 +148,7 @@ impl Scheduler<'_> {
                 Step::Fail(failure) => self.fail(index, failure),
             }
         }
+        EngineStats::add(&self.stats.sample_micros, micros(sample_started));
     }
 
     /// Samples one token for the sequence in `index`, feeds it to the constraint and the text.
@@ -224,6 +229,10 @@ impl Scheduler<'_> {
             tracing::error!(error = %e, "could not clear a sequence's KV cache");
         }
     }
+}
+
+fn micros(since: Instant) -> u64 {
+    u64::try_from(since.elapsed().as_micros()).unwrap_or(u64::MAX)
 }
 
 fn seq_id(index: usize) -> i32 {

@@ -82,6 +82,8 @@ pub(super) async fn render(State(state): State<AppState>) -> impl IntoResponse {
             ("runaii_worker_prompt_tokens_total", &s.prompt_tokens),
             ("runaii_worker_completion_tokens_total", &s.completion_tokens),
             ("runaii_worker_decode_steps_total", &s.decode_steps),
+            ("runaii_worker_decode_microseconds_total", &s.decode_micros),
+            ("runaii_worker_sample_microseconds_total", &s.sample_micros),
         ];
         for (name, counter) in counters {
             let _ = writeln!(out, "# TYPE {name} counter\n{name} {}", EngineStats::get(counter));
