@@ -199,6 +199,10 @@ pub struct ChatCompletionChunk {
     pub usage: UsageField,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timings: Option<Timings>,
+    /// Extension: the request's usage so far, so a gateway can bill a stream the client abandons. The
+    /// runaii gateway strips it before chunks reach its clients.
+    #[serde(default, rename = "x_runaii_usage", skip_serializing_if = "Option::is_none")]
+    pub running_usage: Option<Usage>,
 }
 
 /// `usage` on a chunk has three states: absent (not asked for), `null` (asked for, not the last chunk)

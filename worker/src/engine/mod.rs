@@ -36,7 +36,8 @@ pub struct Job {
 /// What the engine tells a request, in order: deltas, then exactly one `Done` or `Failed`.
 #[derive(Debug)]
 pub enum Event {
-    Delta(String),
+    /// New text, and how many tokens this request has generated so far.
+    Delta { text: String, completion_tokens: u32 },
     Done(Finished),
     Failed(EngineFailure),
 }

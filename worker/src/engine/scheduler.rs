@@ -179,7 +179,7 @@ impl Scheduler<'_> {
         for &t in &fed {
             let released = active.text.push(&model.vocab().token_to_piece(t, false, None));
             if !released.text.is_empty() {
-                active.send(Event::Delta(released.text));
+                active.send(Event::Delta { text: released.text, completion_tokens: active.generated });
             }
             if released.stopped {
                 return Step::Finish(FinishReason::Stop);
@@ -201,7 +201,7 @@ impl Scheduler<'_> {
         if let Some(mut active) = self.release(index) {
             let rest = active.text.finish();
             if !rest.is_empty() {
-                active.send(Event::Delta(rest));
+                active.send(Event::Delta { text: rest, completion_tokens: active.generated });
             }
             EngineStats::add(&self.stats.finished, 1);
             active.send(Event::Done(active.finished(reason)));

@@ -35,10 +35,11 @@ async fn handle(state: &AppState, body: Result<Bytes, BytesRejection>) -> Result
         state.metrics.record_compile(compiled.compile_time());
     }
     let validator = prepared.validator();
+    let prepared_prompt_tokens = u32::try_from(prepared.prompt.len()).unwrap_or(u32::MAX);
     let events = prepared.submit(loaded)?;
     let meta = ResponseMeta::new(&request.model);
     if request.stream {
-        return Ok(stream::respond(meta, events, validator, request.include_usage()));
+        return Ok(stream::respond(meta, events, validator, request.include_usage(), prepared_prompt_tokens));
     }
     collect(meta, events, validator).await.map(|c| Json(c).into_response())
 }
@@ -72,7 +73,7 @@ async fn collect(
     let mut content = String::new();
     while let Some(event) = events.recv().await {
         match event {
-            Event::Delta(text) => content.push_str(&text),
+            Event::Delta { text, .. } => content.push_str(&text),
             Event::Failed(failure) => return Err(failure.into()),
             Event::Done(done) => {
                 // A cut answer is reported as cut (finish_reason "length"); only a complete one is held

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
-use runaii_wire::{ChatCompletionChunk, ChunkChoice, Delta, FinishReason, UsageField};
+use runaii_wire::{ChatCompletionChunk, ChunkChoice, Delta, FinishReason, Usage, UsageField};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 
@@ -25,15 +25,17 @@ pub(super) fn respond(
     events: mpsc::UnboundedReceiver<Event>,
     validator: Option<Arc<OutputValidator>>,
     include_usage: bool,
+    prompt_tokens: u32,
 ) -> Response {
     let (tx, rx) = mpsc::channel(64);
-    tokio::spawn(relay(ChunkWriter { meta, include_usage }, events, validator, tx));
+    tokio::spawn(relay(ChunkWriter { meta, include_usage, prompt_tokens }, events, validator, tx));
     Sse::new(ReceiverStream::new(rx)).keep_alive(KeepAlive::default()).into_response()
 }
 
 struct ChunkWriter {
     meta: ResponseMeta,
     include_usage: bool,
+    prompt_tokens: u32,
 }
 
 impl ChunkWriter {
@@ -51,6 +53,7 @@ impl ChunkWriter {
             choices,
             usage: if self.include_usage { UsageField::Null(None) } else { UsageField::Absent },
             timings: None,
+            running_usage: None,
         }
     }
 
@@ -90,11 +93,13 @@ async fn relay(
             event = events.recv() => event,
         };
         let (outgoing, ended) = match event {
-            Some(Event::Delta(text)) => {
+            Some(Event::Delta { text, completion_tokens }) => {
                 if validator.is_some() {
                     content.push_str(&text);
                 }
-                (vec![data(&writer.chunk(Delta { role: None, content: Some(text) }, None))], false)
+                let mut chunk = writer.chunk(Delta { role: None, content: Some(text) }, None);
+                chunk.running_usage = Some(Usage::new(writer.prompt_tokens, completion_tokens));
+                (vec![data(&chunk)], false)
             }
             Some(Event::Done(done)) => {
                 let checked = match (&validator, done.finish_reason) {

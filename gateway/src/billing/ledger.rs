@@ -1,0 +1,72 @@
+//! Writing the one cost record of a request.
+
+use std::time::Instant;
+
+use rust_decimal::Decimal;
+use sqlx::PgPool;
+
+use crate::auth::Caller;
+use crate::db::costs::{self, CostRecord};
+use crate::db::models::ModelRow;
+use crate::error::ApiError;
+
+/// How a request ended, as the ledger records it.
+#[derive(Debug, Clone)]
+pub enum Outcome {
+    Succeeded { input_tokens: u32, output_tokens: u32 },
+    /// The client left mid-answer: billed for what was delivered.
+    Cancelled { input_tokens: u32, output_tokens: u32 },
+    /// The worker failed mid-answer: billed for what was delivered.
+    Failed { input_tokens: u32, output_tokens: u32, http_status: u16, error_code: Option<String> },
+    /// Refused before any token: costs nothing.
+    Rejected { http_status: u16, error_code: Option<String> },
+}
+
+/// Everything about a request the ledger needs besides its outcome.
+#[derive(Debug, Clone)]
+pub struct Ledger {
+    pub db: PgPool,
+    pub request_id: String,
+    pub caller: Caller,
+    pub model: ModelRow,
+    pub endpoint: &'static str,
+    pub started: Instant,
+}
+
+impl Ledger {
+    /// Records the outcome and returns what it cost.
+    ///
+    /// # Errors
+    /// [`ApiError::LedgerUnavailable`] when the record cannot be written: the answer must not go out
+    /// unbilled.
+    pub async fn record(&self, outcome: Outcome) -> Result<Decimal, ApiError> {
+        let (input_tokens, output_tokens, status, http_status, error_code) = match outcome {
+            Outcome::Succeeded { input_tokens, output_tokens } => (input_tokens, output_tokens, "succeeded", 200, None),
+            Outcome::Cancelled { input_tokens, output_tokens } => (input_tokens, output_tokens, "cancelled", 499, None),
+            Outcome::Failed { input_tokens, output_tokens, http_status, error_code } => {
+                (input_tokens, output_tokens, "failed", http_status, error_code)
+            }
+            Outcome::Rejected { http_status, error_code } => (0, 0, "rejected", http_status, error_code),
+        };
+        let cost = super::cost(&self.model, input_tokens, output_tokens);
+        let record = CostRecord {
+            request_id: self.request_id.clone(),
+            tenant_id: self.caller.tenant_id,
+            api_key_id: self.caller.key_id,
+            model: self.model.id.clone(),
+            endpoint: self.endpoint,
+            input_tokens,
+            output_tokens,
+            cost,
+            status,
+            http_status,
+            error_code,
+            latency_ms: u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX),
+        };
+        costs::insert(&self.db, &record).await.map_err(|e| {
+            tracing::error!(request_id = %self.request_id, error = %e, "cost record not written");
+            ApiError::LedgerUnavailable
+        })?;
+        Ok(cost)
+    }
+}

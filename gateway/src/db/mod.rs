@@ -1,0 +1,25 @@
+//! SQL, and nothing else. Every query binds its values; none is built with `format!`.
+
+pub mod costs;
+pub mod keys;
+pub mod models;
+pub mod tenants;
+
+use std::time::Duration;
+
+use sqlx::postgres::PgPoolOptions;
+use sqlx::PgPool;
+
+/// The migrations in `migrations/`, embedded at build time.
+pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations");
+
+/// # Errors
+/// When the database cannot be reached.
+pub async fn connect(url: &str) -> Result<PgPool, sqlx::Error> {
+    PgPoolOptions::new()
+        .max_connections(16)
+        // Fail fast when Postgres is down: the gateway answers 503 rather than hanging.
+        .acquire_timeout(Duration::from_secs(2))
+        .connect(url)
+        .await
+}

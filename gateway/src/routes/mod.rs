@@ -1,0 +1,45 @@
+//! HTTP routes. Handlers are thin: parse, call a service, answer.
+
+mod chat;
+mod models;
+
+use axum::extract::DefaultBodyLimit;
+use axum::http::{HeaderName, HeaderValue, Request};
+use axum::middleware::{self, Next};
+use axum::response::Response;
+use axum::routing::{get, post};
+use axum::Router;
+
+use crate::error::ApiError;
+use crate::state::AppState;
+
+pub fn router(state: AppState) -> Router {
+    let limit = state.settings.max_body_bytes;
+    Router::new()
+        .route("/v1/models", get(models::list))
+        .route("/v1/models/{*id}", get(models::retrieve))
+        .route("/v1/chat/completions", post(chat::create))
+        .route("/health", get(|| async { "ok" }))
+        .fallback(|| async { ApiError::NoRoute })
+        .layer(DefaultBodyLimit::max(limit))
+        .layer(middleware::from_fn(request_id))
+        .with_state(state)
+}
+
+/// Every response carries a request id, `x-request-id` for OpenAI clients and `request-id` for
+/// Anthropic ones. Handlers that mint their own (the id of a completion) set it first.
+async fn request_id(request: Request<axum::body::Body>, next: Next) -> Response {
+    let mut response = next.run(request).await;
+    let headers = response.headers_mut();
+    let id = match headers.get("x-request-id") {
+        Some(id) => id.clone(),
+        None => {
+            let minted = HeaderValue::from_str(&format!("req_{}", uuid::Uuid::now_v7().simple()));
+            let Ok(minted) = minted else { return response };
+            headers.insert(HeaderName::from_static("x-request-id"), minted.clone());
+            minted
+        }
+    };
+    headers.insert(HeaderName::from_static("request-id"), id);
+    response
+}

@@ -1,0 +1,55 @@
+//! Sending one request to a worker of the model: least loaded first, and once more elsewhere when the
+//! chosen worker fails before answering (connection refused, 5xx). Once a worker has answered, nothing
+//! is retried: the answer may already be on its way to the client.
+
+use serde_json::Value;
+
+use crate::error::ApiError;
+use crate::state::AppState;
+
+/// A worker's answer: its status and the response to read (a body or an event stream).
+#[derive(Debug)]
+pub struct Upstream {
+    pub response: reqwest::Response,
+    pub worker: String,
+}
+
+/// Tries at most this many workers for one request.
+const ATTEMPTS: usize = 2;
+
+/// # Errors
+/// [`ApiError::NoReadyWorker`] when none is ready, [`ApiError::UpstreamFailed`] when every attempt failed.
+pub async fn send(state: &AppState, model: &str, body: &Value, request_id: &str) -> Result<Upstream, ApiError> {
+    let workers = state.registry.ready(model).await;
+    if workers.is_empty() {
+        return Err(ApiError::NoReadyWorker(model.to_owned()));
+    }
+    let mut last_error = String::new();
+    for worker in workers.iter().take(ATTEMPTS) {
+        let sent = state
+            .http
+            .post(format!("{}/v1/chat/completions", worker.url))
+            .header("x-request-id", request_id)
+            .json(body)
+            .send()
+            .await;
+        match sent {
+            Ok(response) if !response.status().is_server_error() => {
+                return Ok(Upstream { response, worker: worker.url.clone() });
+            }
+            Ok(response) => {
+                last_error = format!("worker {} answered {}", worker.url, response.status());
+                // A 503 from a busy worker is load, not a failure: try the next without marking it down.
+                if response.status() != reqwest::StatusCode::SERVICE_UNAVAILABLE {
+                    state.registry.mark_down(&worker.url);
+                }
+            }
+            Err(e) => {
+                last_error = format!("worker {} unreachable: {e}", worker.url);
+                state.registry.mark_down(&worker.url);
+            }
+        }
+        tracing::warn!(%request_id, error = %last_error, "worker failed before answering; trying another");
+    }
+    Err(ApiError::UpstreamFailed(last_error))
+}

@@ -1,0 +1,163 @@
+//! Which workers are ready. Two sources:
+//!
+//! - workers that announce themselves in Redis (`runaii:worker:<model>:<url>`, a JSON status with a
+//!   heartbeat TTL: a worker that stops announcing disappears within seconds);
+//! - workers configured in the database (`model_workers`), probed on `/health` by every replica.
+//!
+//! The probe results are a local cache each replica rebuilds by itself; nothing here is state another
+//! replica needs.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::RwLock;
+use std::time::Duration;
+
+use redis::aio::ConnectionManager;
+use redis::AsyncCommands;
+use serde::{Deserialize, Serialize};
+use sqlx::PgPool;
+
+pub const KEY_PREFIX: &str = "runaii:worker:";
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct WorkerStatus {
+    pub url: String,
+    pub model: String,
+    pub slots: u64,
+    pub slots_busy: u64,
+    pub queue_depth: u64,
+}
+
+impl WorkerStatus {
+    /// Lower is less loaded: work in flight per slot.
+    #[must_use]
+    pub fn load(&self) -> f64 {
+        (self.slots_busy + self.queue_depth) as f64 / self.slots.max(1) as f64
+    }
+}
+
+pub struct Registry {
+    redis: Option<ConnectionManager>,
+    db: PgPool,
+    http: reqwest::Client,
+    probed: RwLock<HashMap<(String, String), WorkerStatus>>,
+}
+
+impl std::fmt::Debug for Registry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Registry").field("redis", &self.redis.is_some()).finish_non_exhaustive()
+    }
+}
+
+impl Registry {
+    /// Connects to Redis; when it is unreachable the registry runs on configured workers alone.
+    ///
+    /// # Errors
+    /// A malformed Redis URL.
+    pub async fn connect(redis_url: &str, db: PgPool, http: reqwest::Client) -> anyhow::Result<Self> {
+        let client = redis::Client::open(redis_url)?;
+        let redis = match tokio::time::timeout(Duration::from_secs(2), ConnectionManager::new(client)).await {
+            Ok(Ok(manager)) => Some(manager),
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "redis unreachable; only configured workers are used");
+                None
+            }
+            Err(_) => {
+                tracing::warn!("redis did not answer in 2 s; only configured workers are used");
+                None
+            }
+        };
+        Ok(Self { redis, db, http, probed: RwLock::new(HashMap::new()) })
+    }
+
+    /// Ready workers of one model, least loaded first.
+    pub async fn ready(&self, model: &str) -> Vec<WorkerStatus> {
+        let mut workers: Vec<WorkerStatus> = self.announced().await.into_iter().filter(|w| w.model == model).collect();
+        let probed = self.probed.read().unwrap_or_else(std::sync::PoisonError::into_inner);
+        for status in probed.values().filter(|w| w.model == model) {
+            if !workers.iter().any(|w| w.url == status.url) {
+                workers.push(status.clone());
+            }
+        }
+        workers.sort_by(|a, b| a.load().total_cmp(&b.load()));
+        workers
+    }
+
+    /// Models with at least one ready worker.
+    pub async fn ready_models(&self) -> HashSet<String> {
+        let mut models: HashSet<String> = self.announced().await.into_iter().map(|w| w.model).collect();
+        let probed = self.probed.read().unwrap_or_else(std::sync::PoisonError::into_inner);
+        models.extend(probed.values().map(|w| w.model.clone()));
+        models
+    }
+
+    async fn announced(&self) -> Vec<WorkerStatus> {
+        let Some(mut redis) = self.redis.clone() else { return Vec::new() };
+        let pattern = format!("{KEY_PREFIX}*");
+        let keys: Vec<String> = match redis.scan_match::<_, String>(&pattern).await {
+            Ok(iter) => {
+                use futures::StreamExt;
+                iter.collect().await
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "redis scan failed; using configured workers only");
+                return Vec::new();
+            }
+        };
+        if keys.is_empty() {
+            return Vec::new();
+        }
+        let values: Vec<Option<String>> = redis.mget(&keys).await.unwrap_or_default();
+        values.into_iter().flatten().filter_map(|v| serde_json::from_str(&v).ok()).collect()
+    }
+
+    /// Probes every configured worker once. Run on an interval by [`Registry::probe_forever`].
+    pub async fn probe(&self) {
+        let configured = match crate::db::models::configured_workers(&self.db).await {
+            Ok(list) => list,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot read configured workers");
+                return;
+            }
+        };
+        let mut fresh = HashMap::new();
+        for (model, url) in configured {
+            if let Some(status) = self.probe_one(&model, &url).await {
+                fresh.insert((model, url), status);
+            }
+        }
+        *self.probed.write().unwrap_or_else(std::sync::PoisonError::into_inner) = fresh;
+    }
+
+    async fn probe_one(&self, model: &str, url: &str) -> Option<WorkerStatus> {
+        let response = self.http.get(format!("{url}/health")).timeout(Duration::from_secs(1)).send().await.ok()?;
+        if !response.status().is_success() {
+            return None;
+        }
+        let health: serde_json::Value = response.json().await.ok()?;
+        if health["model"] != model {
+            tracing::warn!(%url, %model, served = %health["model"], "configured worker serves another model");
+            return None;
+        }
+        let n = |k: &str| health[k].as_u64().unwrap_or(0);
+        Some(WorkerStatus {
+            url: url.to_owned(),
+            model: model.to_owned(),
+            slots: n("slots"),
+            slots_busy: n("slots_busy"),
+            queue_depth: n("queue_depth"),
+        })
+    }
+
+    /// Marks a configured worker as down at once (it failed a request), until the next probe says otherwise.
+    pub fn mark_down(&self, url: &str) {
+        self.probed.write().unwrap_or_else(std::sync::PoisonError::into_inner).retain(|(_, u), _| u != url);
+    }
+
+    pub async fn probe_forever(&self, every: Duration) {
+        let mut tick = tokio::time::interval(every);
+        loop {
+            tick.tick().await;
+            self.probe().await;
+        }
+    }
+}

@@ -1,0 +1,192 @@
+//! The gateway on real Postgres, real Redis and a real worker: auth, catalog, chat completions, cost
+//! records.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use std::time::Duration;
+
+use common::{client, invoice_request, invoice_schema, spawn_app, MODEL};
+use futures::StreamExt;
+use rust_decimal::Decimal;
+use serde_json::{json, Value};
+
+#[tokio::test]
+async fn missing_wrong_and_revoked_keys_get_401_without_echo() {
+    let app = spawn_app().await;
+    let url = format!("{}/v1/chat/completions", app.base);
+    let req = invoice_request();
+    let none = client().post(&url).json(&req).send().await.unwrap();
+    assert_eq!(none.status(), 401);
+    let body: Value = none.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "invalid_api_key");
+    assert_eq!(body["error"]["type"], "invalid_request_error");
+    assert!(body["error"].get("param").is_some());
+
+    let forged = format!("{}x", &app.key[..app.key.len() - 1]);
+    let wrong = client().post(&url).bearer_auth(&forged).json(&req).send().await.unwrap();
+    assert_eq!(wrong.status(), 401);
+    let text = wrong.text().await.unwrap();
+    assert!(!text.contains(&forged), "the key is never echoed");
+
+    // A revoked key stops working within the cache TTL (300 ms in tests).
+    let public_id = app.key.split('-').nth(1).unwrap();
+    let key_id: uuid::Uuid = sqlx::query_scalar("SELECT id FROM api_keys WHERE public_id = $1").bind(public_id).fetch_one(&app.db).await.unwrap();
+    runaii_gateway::db::keys::revoke(&app.db, key_id).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let (status, body, _) = app.post_json("/v1/chat/completions", &req).await;
+    assert_eq!(status, 401, "{body}");
+    assert!(app.cost_rows().await.is_empty(), "unauthenticated requests are not charged");
+}
+
+#[tokio::test]
+async fn catalog_lists_models_with_readiness_pricing_and_parameters() {
+    let app = spawn_app().await;
+    let price = |s: &str| s.parse().unwrap();
+    runaii_gateway::db::models::upsert(&app.db, "org/offline-model", 2048, price("1"), price("2"), None).await.unwrap();
+    let list: Value = client().get(format!("{}/v1/models", app.base)).send().await.unwrap().json().await.unwrap();
+    assert_eq!(list["object"], "list");
+    let ours = list["data"].as_array().unwrap().iter().find(|m| m["id"] == MODEL).expect("listed");
+    assert_eq!(ours["object"], "model");
+    assert_eq!(ours["is_ready"], true);
+    assert_eq!(ours["context_length"], 4096);
+    assert_eq!(ours["pricing"]["input_per_million_tokens"], "0.1");
+    assert_eq!(ours["supported_parameters"]["structured_outputs"], json!({"type": "boolean"}));
+    assert_eq!(ours["supported_parameters"]["response_format"], json!({"type": "boolean"}));
+
+    // Percent-encoded ids (what the SDKs send for ids with `/`) are decoded.
+    let one: Value = client().get(format!("{}/v1/models/org%2Foffline-model", app.base)).send().await.unwrap().json().await.unwrap();
+    assert_eq!(one["id"], "org/offline-model");
+    assert_eq!(one["is_ready"], false, "no worker serves it");
+    let missing = client().get(format!("{}/v1/models/nope", app.base)).send().await.unwrap();
+    assert_eq!(missing.status(), 404);
+    let body: Value = missing.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "model_not_found");
+
+    // A model with no ready worker answers 503 with a clear code, and costs nothing.
+    let mut req = invoice_request();
+    req["model"] = json!("org/offline-model");
+    let (status, body, _) = app.post_json("/v1/chat/completions", &req).await;
+    assert_eq!(status, 503);
+    assert_eq!(body["error"]["code"], "model_unavailable");
+    let rows = app.cost_rows().await;
+    assert!(rows.iter().all(|r| r.4 == Decimal::ZERO));
+}
+
+#[tokio::test]
+async fn invoice_answer_validates_and_its_cost_is_what_the_ledger_holds() {
+    let app = spawn_app().await;
+    let (status, body, request_id) = app.post_json("/v1/chat/completions", &invoice_request()).await;
+    assert_eq!(status, 200, "{body}");
+    let content = body["choices"][0]["message"]["content"].as_str().unwrap();
+    let answer: Value = serde_json::from_str(content).unwrap();
+    assert!(jsonschema::is_valid(&invoice_schema(), &answer), "{answer}");
+    assert_eq!(body["id"], request_id, "the completion id is the request id");
+    let rows = app.cost_rows().await;
+    assert_eq!(rows.len(), 1, "one cost record per request");
+    let (rid, status, input, output, cost, _) = &rows[0];
+    assert_eq!(rid, &request_id);
+    assert_eq!(status, "succeeded");
+    assert_eq!(i64::from(*input), body["usage"]["prompt_tokens"].as_i64().unwrap());
+    assert_eq!(i64::from(*output), body["usage"]["completion_tokens"].as_i64().unwrap());
+    let expected = (Decimal::from(*input) * Decimal::new(10, 2) + Decimal::from(*output) * Decimal::new(30, 2)) / Decimal::from(1_000_000);
+    assert_eq!(*cost, expected);
+    // usage.cost is written digit for digit: compare the raw text, not a float.
+    let raw = serde_json::to_string(&body["usage"]["cost"]).unwrap();
+    assert_eq!(raw.parse::<f64>().unwrap(), expected.to_string().parse::<f64>().unwrap());
+}
+
+#[tokio::test]
+async fn bad_schemas_are_400_and_cost_nothing() {
+    let app = spawn_app().await;
+    let mut invalid = invoice_request();
+    invalid["response_format"]["json_schema"]["schema"] = json!({"type": "object", "properties": 7});
+    let (status, body, _) = app.post_json("/v1/chat/completions", &invalid).await;
+    assert_eq!(status, 400);
+    assert_eq!(body["error"]["type"], "invalid_request_error");
+    assert_eq!(body["error"]["param"], "response_format");
+
+    let mut no_name = invoice_request();
+    no_name["response_format"]["json_schema"].as_object_mut().unwrap().remove("name");
+    let (status, body, _) = app.post_json("/v1/chat/completions", &no_name).await;
+    assert_eq!(status, 400, "{body}");
+
+    let mut unenforceable = invoice_request();
+    unenforceable["response_format"]["json_schema"]["schema"] = json!({"type": "array", "items": {"type": "integer"}, "uniqueItems": true});
+    let (status, body, _) = app.post_json("/v1/chat/completions", &unenforceable).await;
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(body["error"]["code"], "upstream_rejected");
+
+    let rows = app.cost_rows().await;
+    assert!(rows.iter().all(|r| r.4 == Decimal::ZERO && r.1 == "rejected"), "{rows:?}");
+    assert_eq!(rows.len(), 1, "the engine refusal is recorded, at zero cost");
+}
+
+async fn sse(response: reqwest::Response) -> Vec<String> {
+    let text = response.text().await.unwrap();
+    text.split("\n\n").filter_map(|e| e.lines().find_map(|l| l.strip_prefix("data: ")).map(str::to_owned)).collect()
+}
+
+#[tokio::test]
+async fn stream_with_usage_reports_the_ledger_cost() {
+    let app = spawn_app().await;
+    let mut req = invoice_request();
+    req["stream"] = json!(true);
+    req["stream_options"] = json!({"include_usage": true});
+    let response = app.post("/v1/chat/completions", &req).await;
+    assert_eq!(response.status(), 200);
+    let request_id = response.headers()["x-request-id"].to_str().unwrap().to_owned();
+    let events = sse(response).await;
+    assert_eq!(events.last().unwrap(), "[DONE]");
+    let chunks: Vec<Value> = events[..events.len() - 1].iter().map(|e| serde_json::from_str(e).unwrap()).collect();
+    assert!(chunks.iter().all(|c| c["object"] == "chat.completion.chunk" && c["id"] == request_id.as_str()));
+    assert!(chunks.iter().all(|c| c.get("x_runaii_usage").is_none() && c.get("error").is_none()));
+    let usage_chunk = chunks.last().unwrap();
+    assert_eq!(usage_chunk["choices"], json!([]));
+    let text: String = chunks.iter().filter_map(|c| c["choices"][0]["delta"]["content"].as_str()).collect();
+    assert!(jsonschema::is_valid(&invoice_schema(), &serde_json::from_str::<Value>(&text).unwrap()));
+    let rows = app.cost_rows().await;
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0].1, "succeeded");
+    assert_eq!(i64::from(rows[0].3), usage_chunk["usage"]["completion_tokens"].as_i64().unwrap());
+    let raw = events[events.len() - 2].clone();
+    assert!(raw.contains(&format!("\"cost\":{}", rows[0].4.normalize())), "usage chunk carries the ledger's cost: {raw}");
+
+    // Without include_usage: no usage anywhere, still recorded.
+    req.as_object_mut().unwrap().remove("stream_options");
+    let events = sse(app.post("/v1/chat/completions", &req).await).await;
+    assert_eq!(events.last().unwrap(), "[DONE]");
+    assert!(events[..events.len() - 1].iter().all(|e| !e.contains("\"usage\"")), "{events:?}");
+    assert_eq!(app.cost_rows().await.len(), 2);
+}
+
+#[tokio::test]
+async fn abandoned_stream_is_billed_for_delivered_tokens() {
+    let app = spawn_app().await;
+    let req = json!({
+        "model": MODEL,
+        "messages": [{"role": "user", "content": "List numbers."}],
+        "stream": true,
+        "max_tokens": 2000,
+        "response_format": {"type": "json_schema", "json_schema": {"name": "n", "schema": {"type": "array", "items": {"type": "integer"}, "minItems": 600}}}
+    });
+    let response = app.post("/v1/chat/completions", &req).await;
+    let mut body = response.bytes_stream();
+    let mut seen = 0;
+    while seen < 6000 {
+        seen += body.next().await.unwrap().unwrap().len();
+    }
+    drop(body);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let row = loop {
+        if let Some(row) = app.cost_rows().await.into_iter().next() {
+            break row;
+        }
+        assert!(std::time::Instant::now() < deadline, "no cost record for the abandoned stream");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(row.1, "cancelled");
+    assert!(row.3 > 0 && row.3 < 2000, "billed for delivered tokens, not zero, not max_tokens: {}", row.3);
+    assert!(row.4 > Decimal::ZERO);
+}

@@ -1,0 +1,187 @@
+//! Test harness: a real worker process on the embedded model (one per test binary), and for each test a
+//! fresh Postgres database, migrated, with the real gateway built on port 0.
+
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use runaii_gateway::config::{DbArgs, Settings};
+use runaii_gateway::Application;
+use serde_json::Value;
+use sqlx::PgPool;
+
+pub const MODEL: &str = "smollm2-135m-instruct";
+const ADMIN_DB: &str = "postgres://postgres@127.0.0.1:5432/postgres";
+
+pub struct Worker {
+    pub url: String,
+    _child: Mutex<Child>,
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// The worker binary cargo built next to this test binary.
+fn worker_binary() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let path = exe.parent().and_then(|deps| deps.parent()).unwrap().join("runaii-worker");
+    assert!(path.exists(), "{} missing: build the workspace (cargo test --workspace)", path.display());
+    path
+}
+
+/// The shared worker of this test binary, started on first use; it exits with this process.
+pub fn worker() -> &'static Worker {
+    static WORKER: OnceLock<Worker> = OnceLock::new();
+    WORKER.get_or_init(|| start_worker(&[]))
+}
+
+pub fn start_worker(extra: &[&str]) -> Worker {
+    let port = free_port();
+    let model = repo_root().join("models/SmolLM2-135M-Instruct.Q4_1.gguf");
+    assert!(model.exists(), "{} missing: run scripts/fetch-model.sh", model.display());
+    let child = Command::new(worker_binary())
+        .arg("--model-path")
+        .arg(model)
+        .args(["--listen", &format!("127.0.0.1:{port}"), "--exit-on-stdin-eof"])
+        .args(extra)
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !healthy(port) {
+        assert!(Instant::now() < deadline, "worker not ready in 120 s");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    Worker { url: format!("http://127.0.0.1:{port}"), _child: Mutex::new(child) }
+}
+
+fn healthy(port: u16) -> bool {
+    use std::io::{Read, Write};
+    let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) else { return false };
+    let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+    if s.write_all(b"GET /health HTTP/1.0\r\n\r\n").is_err() {
+        return false;
+    }
+    let mut head = [0u8; 12];
+    s.read_exact(&mut head).is_ok() && head.ends_with(b" 200")
+}
+
+pub struct TestApp {
+    pub base: String,
+    pub db: PgPool,
+    pub key: String,
+    pub tenant: String,
+}
+
+/// A fresh database, migrated; the embedded model in the catalog served by the shared worker; a tenant
+/// with a key; the gateway on a free port.
+pub async fn spawn_app() -> TestApp {
+    let name = format!("runaii_test_{}", uuid::Uuid::now_v7().simple());
+    let admin = PgPool::connect(ADMIN_DB).await.expect("Postgres on 127.0.0.1:5432 (user postgres)");
+    drop_old_databases(&admin).await;
+    sqlx::query(&format!("CREATE DATABASE {name}")).execute(&admin).await.unwrap();
+    let url = format!("postgres://postgres@127.0.0.1:5432/{name}");
+    let db = PgPool::connect(&url).await.unwrap();
+    runaii_gateway::db::MIGRATOR.run(&db).await.unwrap();
+    let worker = worker();
+    let price = |s: &str| s.parse().unwrap();
+    runaii_gateway::db::models::upsert(&db, MODEL, 4096, price("0.10"), price("0.30"), Some(&worker.url)).await.unwrap();
+    let tenant = format!("tenant-{}", uuid::Uuid::now_v7().simple());
+    let key = create_key(&db, &tenant).await;
+
+    let settings = Settings {
+        db: DbArgs { database_url: url },
+        redis_url: "redis://127.0.0.1:6379".into(),
+        listen: "127.0.0.1:0".parse().unwrap(),
+        max_body_bytes: 1024 * 1024,
+        key_cache_ms: 300,
+        probe_ms: 300,
+    };
+    let app = Application::build(settings).await.unwrap();
+    let base = format!("http://127.0.0.1:{}", app.port().unwrap());
+    tokio::spawn(app.run());
+    TestApp { base, db, key, tenant }
+}
+
+/// Test binaries run one after another: the first test of each drops the databases earlier runs left.
+async fn drop_old_databases(admin: &PgPool) {
+    static ONCE: tokio::sync::OnceCell<()> = tokio::sync::OnceCell::const_new();
+    ONCE.get_or_init(|| async {
+        let old: Vec<String> = sqlx::query_scalar("SELECT datname FROM pg_database WHERE datname LIKE 'runaii_test_%'")
+            .fetch_all(admin)
+            .await
+            .unwrap();
+        for db in old {
+            // Names come from pg_database and match runaii_test_<hex>: safe to splice.
+            let _ = sqlx::query(&format!("DROP DATABASE IF EXISTS {db} WITH (FORCE)")).execute(admin).await;
+        }
+    })
+    .await;
+}
+
+pub async fn create_key(db: &PgPool, tenant: &str) -> String {
+    let tenant_id = runaii_gateway::db::tenants::ensure(db, tenant).await.unwrap();
+    let (key, public_id, hash) = runaii_gateway::auth::generate();
+    runaii_gateway::db::keys::insert(db, tenant_id, &public_id, &hash, "test", None).await.unwrap();
+    key
+}
+
+pub fn client() -> reqwest::Client {
+    reqwest::Client::builder().timeout(Duration::from_secs(300)).build().unwrap()
+}
+
+impl TestApp {
+    pub async fn post(&self, path: &str, body: &Value) -> reqwest::Response {
+        client().post(format!("{}{path}", self.base)).bearer_auth(&self.key).json(body).send().await.unwrap()
+    }
+
+    pub async fn post_json(&self, path: &str, body: &Value) -> (u16, Value, String) {
+        let r = self.post(path, body).await;
+        let status = r.status().as_u16();
+        let request_id = r.headers().get("x-request-id").map(|v| v.to_str().unwrap().to_owned()).unwrap_or_default();
+        let text = r.text().await.unwrap();
+        (status, serde_json::from_str(&text).unwrap_or_else(|_| panic!("non-JSON ({status}): {text}")), request_id)
+    }
+
+    pub async fn cost_rows(&self) -> Vec<(String, String, i32, i32, rust_decimal::Decimal, Option<String>)> {
+        sqlx::query_as("SELECT request_id, status, input_tokens, output_tokens, cost, error_code FROM cost_records ORDER BY created_at")
+            .fetch_all(&self.db)
+            .await
+            .unwrap()
+    }
+}
+
+pub fn invoice_request() -> Value {
+    serde_json::json!({
+        "model": MODEL,
+        "messages": [
+            {"role": "system", "content": "Extract the invoice fields."},
+            {"role": "user", "content": "Invoice #A-1024, due 2026-11-01, total 420.00 USD."}
+        ],
+        "temperature": 0,
+        "response_format": {"type": "json_schema", "json_schema": {"name": "invoice", "strict": true, "schema": invoice_schema()}}
+    })
+}
+
+pub fn invoice_schema() -> Value {
+    serde_json::json!({
+        "type": "object",
+        "properties": {
+            "invoice_number": {"type": "string"},
+            "due_date": {"type": "string"},
+            "total": {"type": "number"},
+            "currency": {"type": "string"}
+        },
+        "required": ["invoice_number", "due_date", "total", "currency"],
+        "additionalProperties": false
+    })
+}
