@@ -11,6 +11,7 @@ pub mod completions;
 pub mod config;
 pub mod db;
 pub mod error;
+pub mod responses;
 pub mod routes;
 pub mod state;
 pub mod structured;

@@ -1,12 +1,14 @@
-//! Chat completions through the gateway: check, route, forward as sent, meter, record, answer.
+//! Chat completions through the gateway: check, route, forward as sent, meter, record, answer. The
+//! Responses API reuses every step through [`prepare`], [`open`] and [`finish_whole`].
 
 mod sse;
-mod stream;
+pub mod stream;
 
 use std::time::Instant;
 
 use axum::http::{HeaderName, HeaderValue};
 use axum::response::{IntoResponse, Response};
+use rust_decimal::Decimal;
 use runaii_wire::{ChatCompletionRequest, ErrorBody};
 use serde_json::{json, Value};
 
@@ -20,9 +22,46 @@ use crate::upstream::{self, Upstream};
 
 pub const ENDPOINT_CHAT: &str = "chat.completions";
 
+/// A checked chat request, ready to send, with the ledger that will record it.
+#[derive(Debug)]
+pub struct Prepared {
+    pub ledger: Ledger,
+    pub body: Value,
+    pub stream: bool,
+    pub include_usage: bool,
+}
+
 /// # Errors
 /// Any [`ApiError`]; after the model is known every outcome, refusals included, has a cost record.
-pub async fn chat(state: &AppState, caller: Caller, mut body: Value) -> Result<Response, ApiError> {
+pub async fn chat(state: &AppState, caller: Caller, body: Value) -> Result<Response, ApiError> {
+    let request_id = format!("chatcmpl-{}", uuid::Uuid::now_v7().simple());
+    let prepared = prepare(state, caller, body, ENDPOINT_CHAT, request_id).await?;
+    if prepared.stream {
+        let include_usage = prepared.include_usage;
+        let (ledger, upstream) = open(state, prepared).await?;
+        return Ok(stream::relay(ledger, upstream, stream::ChatChunks { include_usage }));
+    }
+    let (ledger, mut answer, cost) = finish_whole(state, prepared).await?;
+    answer["id"] = json!(ledger.request_id);
+    if let Some(obj) = answer.as_object_mut() {
+        obj.remove("timings");
+    }
+    let mut response = json_response(json_with_cost(&mut answer, cost));
+    with_request_id(&mut response, &ledger.request_id);
+    Ok(response)
+}
+
+/// Checks a chat request body, resolves its model and adds the schema prompt.
+///
+/// # Errors
+/// 400 for a malformed body or `response_format`, 404 for an unknown model.
+pub async fn prepare(
+    state: &AppState,
+    caller: Caller,
+    mut body: Value,
+    endpoint: &'static str,
+    request_id: String,
+) -> Result<Prepared, ApiError> {
     let request: ChatCompletionRequest =
         serde_json::from_value(body.clone()).map_err(|e| ApiError::InvalidJson(e.to_string()))?;
     structured::check_response_format(body.get("response_format"))?;
@@ -34,37 +73,48 @@ pub async fn chat(state: &AppState, caller: Caller, mut body: Value) -> Result<R
             }
         }
     }
-    let ledger = Ledger {
-        db: state.db.clone(),
-        request_id: format!("chatcmpl-{}", uuid::Uuid::now_v7().simple()),
-        caller,
-        model,
-        endpoint: ENDPOINT_CHAT,
-        started: Instant::now(),
-    };
     if request.stream {
-        // The gateway always needs the usage to bill; the client gets the usage chunk only if it asked.
+        // The gateway always needs the usage to bill; the client gets it only if it asked.
         body["stream_options"] = json!({"include_usage": true});
     }
-    let upstream = match open(state, &ledger, &body).await {
-        Ok(upstream) => upstream,
-        Err(e) => return Err(reject(&ledger, e).await),
-    };
-    if request.stream {
-        return Ok(stream::relay(ledger, upstream, request.include_usage()));
-    }
-    // The answer is metered and recorded even if the client goes away while it is generated.
-    let task = tokio::spawn(async move { whole(ledger, upstream).await });
-    task.await.map_err(|e| ApiError::Internal(format!("completion task failed: {e}")))?
+    let ledger = Ledger { db: state.db.clone(), request_id, caller, model, endpoint, started: Instant::now() };
+    Ok(Prepared { ledger, body, stream: request.stream, include_usage: request.include_usage() })
 }
 
-/// Sends the request and turns a worker's error answer into the gateway's.
-async fn open(state: &AppState, ledger: &Ledger, body: &Value) -> Result<Upstream, ApiError> {
-    let upstream = upstream::send(state, &ledger.model.id, body, &ledger.request_id).await?;
-    if upstream.response.status().is_success() {
-        return Ok(upstream);
-    }
-    Err(worker_error(upstream.response).await)
+/// Sends the request; a refusal is recorded at zero cost and returned as the gateway's error.
+///
+/// # Errors
+/// The worker's refusal or failure, or no ready worker.
+pub async fn open(state: &AppState, prepared: Prepared) -> Result<(Ledger, Upstream), ApiError> {
+    let Prepared { ledger, body, .. } = prepared;
+    let sent = upstream::send(state, &ledger.model.id, &body, &ledger.request_id).await;
+    let error = match sent {
+        Ok(upstream) if upstream.response.status().is_success() => return Ok((ledger, upstream)),
+        Ok(upstream) => worker_error(upstream.response).await,
+        Err(e) => e,
+    };
+    Err(reject(&ledger, error).await)
+}
+
+/// Runs a non-streamed request to its end and records it. The work runs in its own task: if the client
+/// goes away meanwhile, the answer is still metered and recorded.
+///
+/// # Errors
+/// As [`open`], or 503 when the cost record cannot be written (the answer is then not served).
+pub async fn finish_whole(state: &AppState, prepared: Prepared) -> Result<(Ledger, Value, Decimal), ApiError> {
+    let state = state.clone();
+    let task = tokio::spawn(async move {
+        let (ledger, upstream) = open(&state, prepared).await?;
+        let answer: Value = match upstream.response.json().await {
+            Ok(answer) => answer,
+            Err(e) => return Err(reject(&ledger, ApiError::UpstreamFailed(format!("unreadable answer: {e}"))).await),
+        };
+        let tokens = |k: &str| answer["usage"][k].as_u64().and_then(|n| u32::try_from(n).ok()).unwrap_or(0);
+        let outcome = Outcome::Succeeded { input_tokens: tokens("prompt_tokens"), output_tokens: tokens("completion_tokens") };
+        let cost = ledger.record(outcome).await?;
+        Ok((ledger, answer, cost))
+    });
+    task.await.map_err(|e| ApiError::Internal(format!("completion task failed: {e}")))?
 }
 
 async fn worker_error(response: reqwest::Response) -> ApiError {
@@ -89,23 +139,6 @@ async fn reject(ledger: &Ledger, error: ApiError) -> ApiError {
         Ok(_) => error,
         Err(ledger_down) => ledger_down,
     }
-}
-
-async fn whole(ledger: Ledger, upstream: Upstream) -> Result<Response, ApiError> {
-    let mut answer: Value = match upstream.response.json().await {
-        Ok(answer) => answer,
-        Err(e) => return Err(reject(&ledger, ApiError::UpstreamFailed(format!("unreadable answer: {e}"))).await),
-    };
-    let tokens = |k: &str| answer["usage"][k].as_u64().and_then(|n| u32::try_from(n).ok()).unwrap_or(0);
-    let (input_tokens, output_tokens) = (tokens("prompt_tokens"), tokens("completion_tokens"));
-    let cost = ledger.record(Outcome::Succeeded { input_tokens, output_tokens }).await?;
-    answer["id"] = json!(ledger.request_id);
-    if let Some(obj) = answer.as_object_mut() {
-        obj.remove("timings");
-    }
-    let mut response = json_response(json_with_cost(&mut answer, cost));
-    with_request_id(&mut response, &ledger.request_id);
-    Ok(response)
 }
 
 pub(crate) fn json_response(body: String) -> Response {

@@ -1,9 +1,10 @@
-//! Relaying a worker's chunk stream to the client while metering it.
+//! Relaying a worker's chunk stream to the client while metering it, in whichever dialect the client
+//! speaks (chat chunks, Responses events).
 //!
 //! The relay runs in its own task, so it finishes its bookkeeping even when the client leaves: a client
 //! that disconnects is billed for the tokens delivered until then (the worker reports a running count on
 //! every chunk), and the worker is released at once. On a complete answer the cost record is committed
-//! before the usage chunk and `[DONE]` go out.
+//! before the dialect's last events go out.
 
 use std::convert::Infallible;
 
@@ -11,6 +12,7 @@ use axum::body::Body;
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
+use rust_decimal::Decimal;
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
@@ -26,10 +28,28 @@ pub const RUNNING_USAGE: &str = "x_runaii_usage";
 
 type Tx = mpsc::Sender<Result<Bytes, Infallible>>;
 
-pub(super) fn relay(ledger: Ledger, upstream: Upstream, include_usage: bool) -> Response {
+/// How a client dialect writes a stream. Each method returns the SSE events to send, in order.
+pub trait Dialect: Send + 'static {
+    /// Before the first chunk.
+    fn start(&mut self) -> Vec<Bytes>;
+    /// A content chunk from the worker (running usage already stripped, id already set).
+    fn chunk(&mut self, chunk: Value) -> Vec<Bytes>;
+    /// The worker's final usage chunk, after the cost record is committed.
+    fn complete(&mut self, usage_chunk: Value, cost: Decimal) -> Vec<Bytes>;
+    /// The stream failed; the client gets one clean error.
+    fn error(&mut self, error: &ApiError) -> Vec<Bytes>;
+}
+
+/// One SSE event with only a `data` line.
+#[must_use]
+pub fn data_event(data: &str) -> Bytes {
+    Bytes::from(format!("data: {data}\n\n"))
+}
+
+pub fn relay(ledger: Ledger, upstream: Upstream, dialect: impl Dialect) -> Response {
     let (tx, rx) = mpsc::channel(64);
     let request_id = ledger.request_id.clone();
-    tokio::spawn(run(ledger, upstream, include_usage, tx));
+    tokio::spawn(run(ledger, upstream, dialect, tx));
     let mut response = (
         [(header::CONTENT_TYPE, "text/event-stream"), (header::CACHE_CONTROL, "no-cache")],
         Body::from_stream(ReceiverStream::new(rx)),
@@ -37,10 +57,6 @@ pub(super) fn relay(ledger: Ledger, upstream: Upstream, include_usage: bool) -> 
         .into_response();
     with_request_id(&mut response, &request_id);
     response
-}
-
-fn event(data: &str) -> Result<Bytes, Infallible> {
-    Ok(Bytes::from(format!("data: {data}\n\n")))
 }
 
 #[derive(Default)]
@@ -52,94 +68,121 @@ struct Metered {
 impl Metered {
     fn take_running(&mut self, chunk: &mut Value) {
         if let Some(usage) = chunk.as_object_mut().and_then(|c| c.remove(RUNNING_USAGE)) {
-            let n = |k: &str| usage[k].as_u64().and_then(|n| u32::try_from(n).ok()).unwrap_or(0);
-            self.input_tokens = n("prompt_tokens");
-            self.output_tokens = self.output_tokens.max(n("completion_tokens"));
+            self.input_tokens = tokens(&usage, "prompt_tokens");
+            self.output_tokens = self.output_tokens.max(tokens(&usage, "completion_tokens"));
+        }
+    }
+
+    fn failed(&self) -> Outcome {
+        Outcome::Failed {
+            input_tokens: self.input_tokens,
+            output_tokens: self.output_tokens,
+            http_status: 502,
+            error_code: Some("upstream_error".into()),
         }
     }
 }
 
-async fn run(ledger: Ledger, upstream: Upstream, include_usage: bool, tx: Tx) {
+fn tokens(usage: &Value, key: &str) -> u32 {
+    usage[key].as_u64().and_then(|n| u32::try_from(n).ok()).unwrap_or(0)
+}
+
+async fn send_all(tx: &Tx, events: Vec<Bytes>) -> bool {
+    for e in events {
+        if tx.send(Ok(e)).await.is_err() {
+            return false;
+        }
+    }
+    true
+}
+
+async fn run(ledger: Ledger, upstream: Upstream, mut dialect: impl Dialect, tx: Tx) {
     let mut reader = SseReader::new(upstream.response.bytes_stream());
     let mut metered = Metered::default();
+    let mut connected = send_all(&tx, dialect.start()).await;
     loop {
         let next = tokio::select! {
-            () = tx.closed() => {
-                // Dropping the reader closes the worker connection, which frees its slot.
-                drop(reader);
-                let outcome = Outcome::Cancelled { input_tokens: metered.input_tokens, output_tokens: metered.output_tokens };
-                if let Err(e) = ledger.record(outcome).await {
-                    tracing::error!(request_id = %ledger.request_id, error = %e, "cancelled stream not recorded");
-                }
-                return;
+            () = tx.closed() => None,
+            next = reader.next_data(), if connected => Some(next),
+        };
+        let Some(next) = next else {
+            // The client left. Dropping the reader closes the worker connection, freeing its slot.
+            drop(reader);
+            let outcome = Outcome::Cancelled { input_tokens: metered.input_tokens, output_tokens: metered.output_tokens };
+            if let Err(e) = ledger.record(outcome).await {
+                tracing::error!(request_id = %ledger.request_id, error = %e, "cancelled stream not recorded");
             }
-            next = reader.next_data() => next,
+            return;
         };
         let data = match next {
-            Ok(Some(data)) => data,
-            Ok(None) => return fail(&ledger, &metered, &tx, "the worker ended the stream early").await,
-            Err(e) => return fail(&ledger, &metered, &tx, &format!("the worker connection broke: {e}")).await,
+            Ok(Some(data)) if data != "[DONE]" => data,
+            Ok(_) => return fail(&ledger, &metered, &mut dialect, &tx, "the worker ended the stream without usage").await,
+            Err(e) => return fail(&ledger, &metered, &mut dialect, &tx, &format!("the worker connection broke: {e}")).await,
         };
-        if data == "[DONE]" {
-            return fail(&ledger, &metered, &tx, "the worker ended the stream without usage").await;
-        }
         let Ok(mut chunk) = serde_json::from_str::<Value>(&data) else {
-            return fail(&ledger, &metered, &tx, "the worker sent a chunk that is not JSON").await;
+            return fail(&ledger, &metered, &mut dialect, &tx, "the worker sent a chunk that is not JSON").await;
         };
-        if chunk.get("error").is_some() {
-            record_failure(&ledger, &metered, "upstream_error").await;
-            let _ = tx.send(event(&data)).await;
-            return;
+        if let Some(error) = chunk.get("error") {
+            let message = error["message"].as_str().unwrap_or("the worker failed mid-answer").to_owned();
+            return fail(&ledger, &metered, &mut dialect, &tx, &message).await;
         }
         metered.take_running(&mut chunk);
         chunk["id"] = json!(ledger.request_id);
         let is_usage_chunk = chunk["choices"].as_array().is_some_and(Vec::is_empty) && chunk["usage"].is_object();
-        if is_usage_chunk {
-            let n = |k: &str| chunk["usage"][k].as_u64().and_then(|n| u32::try_from(n).ok()).unwrap_or(0);
-            let outcome = Outcome::Succeeded { input_tokens: n("prompt_tokens"), output_tokens: n("completion_tokens") };
-            match ledger.record(outcome).await {
-                Ok(cost) => {
-                    if include_usage {
-                        let _ = tx.send(event(&json_with_cost(&mut chunk, cost))).await;
-                    }
-                    let _ = tx.send(event("[DONE]")).await;
-                }
-                Err(e) => {
-                    let _ = tx.send(event(&json!(e.body()).to_string())).await;
-                }
-            }
-            return;
+        if !is_usage_chunk {
+            connected = send_all(&tx, dialect.chunk(chunk)).await;
+            continue;
         }
-        if !include_usage {
-            if let Some(c) = chunk.as_object_mut() {
+        let usage = &chunk["usage"];
+        let outcome = Outcome::Succeeded { input_tokens: tokens(usage, "prompt_tokens"), output_tokens: tokens(usage, "completion_tokens") };
+        let events = match ledger.record(outcome).await {
+            Ok(cost) => dialect.complete(chunk, cost),
+            Err(e) => dialect.error(&e),
+        };
+        send_all(&tx, events).await;
+        return;
+    }
+}
+
+/// The worker failed mid-stream: the client gets a clean error and is billed for what it received.
+async fn fail(ledger: &Ledger, metered: &Metered, dialect: &mut impl Dialect, tx: &Tx, why: &str) {
+    tracing::warn!(request_id = %ledger.request_id, %why, "stream failed");
+    if let Err(e) = ledger.record(metered.failed()).await {
+        tracing::error!(request_id = %ledger.request_id, error = %e, "failed stream not recorded");
+    }
+    send_all(tx, dialect.error(&ApiError::UpstreamFailed(why.to_owned()))).await;
+}
+
+/// OpenAI chat chunks, passed through with the gateway's id; usage only when the client asked.
+pub struct ChatChunks {
+    pub include_usage: bool,
+}
+
+impl Dialect for ChatChunks {
+    fn start(&mut self) -> Vec<Bytes> {
+        Vec::new()
+    }
+
+    fn chunk(&mut self, mut chunk: Value) -> Vec<Bytes> {
+        if let Some(c) = chunk.as_object_mut() {
+            c.remove("timings");
+            if !self.include_usage {
                 c.remove("usage");
             }
         }
-        if let Some(c) = chunk.as_object_mut() {
-            c.remove("timings");
-        }
-        if tx.send(event(&chunk.to_string())).await.is_err() {
-            // The client left; the next loop turn records the cancellation.
-            continue;
-        }
+        vec![data_event(&chunk.to_string())]
     }
-}
 
-async fn record_failure(ledger: &Ledger, metered: &Metered, code: &str) {
-    let outcome = Outcome::Failed {
-        input_tokens: metered.input_tokens,
-        output_tokens: metered.output_tokens,
-        http_status: 502,
-        error_code: Some(code.to_owned()),
-    };
-    if let Err(e) = ledger.record(outcome).await {
-        tracing::error!(request_id = %ledger.request_id, error = %e, "failed stream not recorded");
+    fn complete(&mut self, mut usage_chunk: Value, cost: Decimal) -> Vec<Bytes> {
+        let mut events = Vec::new();
+        if self.include_usage {
+            events.push(data_event(&json_with_cost(&mut usage_chunk, cost)));
+        }
+        events.push(data_event("[DONE]"));
+        events
     }
-}
 
-/// The worker failed mid-stream: the client gets a clean error chunk and is billed for what it received.
-async fn fail(ledger: &Ledger, metered: &Metered, tx: &Tx, why: &str) {
-    tracing::warn!(request_id = %ledger.request_id, %why, "stream failed");
-    record_failure(ledger, metered, "upstream_error").await;
-    let _ = tx.send(event(&json!(ApiError::UpstreamFailed(why.to_owned()).body()).to_string())).await;
+    fn error(&mut self, error: &ApiError) -> Vec<Bytes> {
+        vec![data_event(&json!(error.body()).to_string())]
+    }
 }

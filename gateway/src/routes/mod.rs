@@ -2,6 +2,7 @@
 
 mod chat;
 mod models;
+mod responses;
 
 use axum::extract::DefaultBodyLimit;
 use axum::http::{HeaderName, HeaderValue, Request};
@@ -19,6 +20,7 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/models", get(models::list))
         .route("/v1/models/{*id}", get(models::retrieve))
         .route("/v1/chat/completions", post(chat::create))
+        .route("/v1/responses", post(responses::create))
         .route("/health", get(|| async { "ok" }))
         .fallback(|| async { ApiError::NoRoute })
         .layer(DefaultBodyLimit::max(limit))

@@ -1,0 +1,92 @@
+//! The Response object, in the shape the spec requires and the SDKs read.
+
+use serde_json::{json, Value};
+
+/// The fields of a Response that do not depend on the answer.
+#[derive(Debug, Clone)]
+pub struct Shell {
+    pub id: String,
+    pub message_id: String,
+    pub created_at: i64,
+    pub model: String,
+    pub request: Value,
+}
+
+impl Shell {
+    pub fn new(id: String, request: &Value) -> Self {
+        Self {
+            message_id: format!("msg_{}", uuid::Uuid::now_v7().simple()),
+            id,
+            created_at: chrono::Utc::now().timestamp(),
+            model: request["model"].as_str().unwrap_or_default().to_owned(),
+            request: request.clone(),
+        }
+    }
+
+    /// The output message item.
+    pub fn message(&self, text: &str, status: &str) -> Value {
+        json!({
+            "id": self.message_id,
+            "type": "message",
+            "status": status,
+            "role": "assistant",
+            "content": if status == "in_progress" { json!([]) } else { json!([output_text(text)]) },
+        })
+    }
+
+    /// The whole Response. `answer` is `None` while in progress.
+    pub fn response(&self, answer: Option<(&str, bool, &Value)>) -> Value {
+        let request = &self.request;
+        let or = |key: &str, default: Value| request.get(key).filter(|v| !v.is_null()).cloned().unwrap_or(default);
+        let (status, output, usage, incomplete, completed_at) = match answer {
+            None => ("in_progress", json!([]), Value::Null, Value::Null, Value::Null),
+            Some((text, cut, usage)) => {
+                let status = if cut { "incomplete" } else { "completed" };
+                let incomplete = if cut { json!({"reason": "max_output_tokens"}) } else { Value::Null };
+                (status, json!([self.message(text, status)]), responses_usage(usage), incomplete, json!(chrono::Utc::now().timestamp()))
+            }
+        };
+        json!({
+            "id": self.id,
+            "object": "response",
+            "created_at": self.created_at,
+            "status": status,
+            "completed_at": completed_at,
+            "error": null,
+            "incomplete_details": incomplete,
+            "instructions": or("instructions", Value::Null),
+            "max_output_tokens": or("max_output_tokens", Value::Null),
+            "model": self.model,
+            "output": output,
+            "parallel_tool_calls": or("parallel_tool_calls", json!(true)),
+            "previous_response_id": null,
+            "reasoning": {"effort": null, "summary": null},
+            "store": false,
+            "temperature": or("temperature", json!(1.0)),
+            "text": {"format": request.get("text").and_then(|t| t.get("format")).cloned().unwrap_or(json!({"type": "text"}))},
+            "tool_choice": or("tool_choice", json!("auto")),
+            "tools": [],
+            "top_p": or("top_p", json!(1.0)),
+            "truncation": "disabled",
+            "usage": usage,
+            "user": null,
+            "metadata": or("metadata", json!({})),
+        })
+    }
+}
+
+pub fn output_text(text: &str) -> Value {
+    json!({"type": "output_text", "text": text, "annotations": [], "logprobs": []})
+}
+
+/// Chat usage → Responses usage. `cost` is added by the caller when serializing.
+fn responses_usage(chat: &Value) -> Value {
+    let n = |k: &str| chat[k].as_u64().unwrap_or(0);
+    json!({
+        "input_tokens": n("prompt_tokens"),
+        "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
+        "output_tokens": n("completion_tokens"),
+        "output_tokens_details": {"reasoning_tokens": 0},
+        "total_tokens": n("prompt_tokens") + n("completion_tokens"),
+    })
+}
