@@ -46,6 +46,11 @@ impl Application {
     /// When the model cannot load or the server fails.
     pub async fn run(self) -> anyhow::Result<()> {
         let Self { listener, state, loading } = self;
+        if let Some(redis_url) = state.settings.announce_redis_url.clone() {
+            let advertise = state.settings.advertise_url.clone().unwrap_or_else(|| format!("http://{}", state.settings.listen));
+            let (model_id, loaded) = (state.settings.model_id.clone(), Arc::clone(&state.loaded));
+            tokio::spawn(crate::announce::announce(redis_url, advertise, model_id, loaded));
+        }
         let loaded_slot = Arc::clone(&state.loaded);
         let model_id = state.settings.model_id.clone();
         let load = async move {

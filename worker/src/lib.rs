@@ -3,6 +3,7 @@
 //! `engine` owns llama.cpp (one thread, continuous batching), `constraint` compiles and enforces
 //! JSON Schema / GBNF constraints, `completion` turns requests into jobs, `http` is the thin surface.
 
+pub mod announce;
 pub mod app;
 pub mod completion;
 pub mod config;
