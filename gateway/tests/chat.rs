@@ -124,8 +124,7 @@ async fn bad_schemas_are_400_and_cost_nothing() {
 }
 
 async fn sse(response: reqwest::Response) -> Vec<String> {
-    let text = response.text().await.unwrap();
-    text.split("\n\n").filter_map(|e| e.lines().find_map(|l| l.strip_prefix("data: ")).map(str::to_owned)).collect()
+    runaii_testkit::sse_data(&response.text().await.unwrap())
 }
 
 #[tokio::test]

@@ -24,7 +24,7 @@ fn assert_usage(body: &Value) {
 
 #[tokio::test]
 async fn invoice_json_schema_answer_validates() {
-    let (status, body) = post(&worker().base, &invoice_request()).await;
+    let (status, body) = post(&worker().url, &invoice_request()).await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["object"], "chat.completion");
     assert_eq!(body["choices"][0]["finish_reason"], "stop", "{body}");
@@ -46,7 +46,7 @@ async fn json_object_answer_is_an_object() {
         "max_tokens": 200,
         "seed": 7
     });
-    let (status, body) = post(&worker().base, &req).await;
+    let (status, body) = post(&worker().url, &req).await;
     assert_eq!(status, 200, "{body}");
     let finish = body["choices"][0]["finish_reason"].as_str().unwrap();
     if finish == "stop" {
@@ -69,7 +69,7 @@ async fn gbnf_grammar_is_enforced() {
         "seed": 3
     });
     for _ in 0..3 {
-        let (status, body) = post(&worker().base, &req).await;
+        let (status, body) = post(&worker().url, &req).await;
         assert_eq!(status, 200, "{body}");
         assert!(["yes!", "no!"].contains(&content(&body)), "{body}");
         assert_eq!(body["choices"][0]["finish_reason"], "stop");
@@ -85,15 +85,15 @@ async fn seed_makes_sampling_repeatable_and_stop_cuts() {
         "seed": 1234,
         "max_tokens": 40
     });
-    let (_, a) = post(&worker().base, &req).await;
-    let (_, b) = post(&worker().base, &req).await;
+    let (_, a) = post(&worker().url, &req).await;
+    let (_, b) = post(&worker().url, &req).await;
     assert_eq!(content(&a), content(&b));
     let text = content(&a).to_owned();
     // A stop sequence taken from inside the first answer cuts the second one right before it.
     let word: String = text.chars().skip(text.chars().count() / 2).take(3).collect();
     let mut with_stop = req.clone();
     with_stop["stop"] = json!([word]);
-    let (status, c) = post(&worker().base, &with_stop).await;
+    let (status, c) = post(&worker().url, &with_stop).await;
     assert_eq!(status, 200);
     assert_eq!(c["choices"][0]["finish_reason"], "stop");
     assert!(text.starts_with(content(&c)) && !content(&c).contains(&word), "{:?} cut at {word:?}", content(&c));
@@ -107,7 +107,7 @@ async fn max_tokens_cut_is_reported_as_length() {
         "max_completion_tokens": 5,
         "temperature": 0
     });
-    let (status, body) = post(&worker().base, &req).await;
+    let (status, body) = post(&worker().url, &req).await;
     assert_eq!(status, 200);
     assert_eq!(body["choices"][0]["finish_reason"], "length");
     assert_eq!(body["usage"]["completion_tokens"], 5);
@@ -117,14 +117,14 @@ async fn max_tokens_cut_is_reported_as_length() {
 async fn cut_constrained_answer_is_length_not_an_error() {
     let mut req = invoice_request();
     req["max_tokens"] = json!(4);
-    let (status, body) = post(&worker().base, &req).await;
+    let (status, body) = post(&worker().url, &req).await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["choices"][0]["finish_reason"], "length");
     assert!(serde_json::from_str::<Value>(content(&body)).is_err(), "a cut answer is not complete JSON");
 }
 
 async fn assert_error(body: Value, want_status: u16, code: &str) {
-    let (status, resp) = post(&worker().base, &body).await;
+    let (status, resp) = post(&worker().url, &body).await;
     assert_eq!(status, want_status, "{resp}");
     let err = &resp["error"];
     assert_eq!(err["code"], code, "{resp}");
@@ -134,7 +134,7 @@ async fn assert_error(body: Value, want_status: u16, code: &str) {
 
 #[tokio::test]
 async fn bad_input_is_a_clear_4xx_and_the_worker_lives() {
-    let base = &worker().base;
+    let base = &worker().url;
     let raw = common::client()
         .post(format!("{base}/v1/chat/completions"))
         .header("content-type", "application/json")
@@ -185,7 +185,7 @@ async fn bad_input_is_a_clear_4xx_and_the_worker_lives() {
 
 #[tokio::test]
 async fn health_and_metrics_describe_the_replica() {
-    let base = &worker().base;
+    let base = &worker().url;
     let health = get_json(base, "/health").await;
     assert_eq!(health["model"], MODEL);
     assert!(health["context_length"].as_u64().unwrap() >= 1024);

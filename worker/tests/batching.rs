@@ -14,18 +14,14 @@ use tokio::sync::Mutex;
 
 static SERIAL: Mutex<()> = Mutex::const_new(());
 
-/// Reads an SSE response into its `data:` payloads.
 async fn sse_payloads(response: reqwest::Response) -> Vec<String> {
-    let text = response.text().await.unwrap();
-    text.split("\n\n")
-        .filter_map(|event| event.lines().find_map(|l| l.strip_prefix("data:")).map(|d| d.trim().to_owned()))
-        .collect()
+    runaii_testkit::sse_data(&response.text().await.unwrap())
 }
 
 #[tokio::test]
 async fn stream_follows_openai_chunk_rules() {
     let _serial = SERIAL.lock().await;
-    let base = &worker().base;
+    let base = &worker().url;
     let mut req = common::invoice_request();
     req["stream"] = json!(true);
     req["stream_options"] = json!({"include_usage": true});
@@ -61,7 +57,7 @@ async fn stream_follows_openai_chunk_rules() {
 #[tokio::test]
 async fn parallel_requests_decode_together_with_exact_usage() {
     let _serial = SERIAL.lock().await;
-    let base = worker().base.clone();
+    let base = worker().url.clone();
     let before = metric(&base, "runaii_worker_completion_tokens_total").await;
     let steps_before = metric(&base, "runaii_worker_decode_steps_total").await;
     let n = 6;
@@ -101,7 +97,7 @@ async fn parallel_requests_decode_together_with_exact_usage() {
 #[tokio::test]
 async fn disconnect_mid_stream_frees_the_slot_and_counts_tokens() {
     let _serial = SERIAL.lock().await;
-    let base = &worker().base;
+    let base = &worker().url;
     let disconnected = metric(base, "runaii_worker_disconnected_total").await;
     let tokens_before = metric(base, "runaii_worker_completion_tokens_total").await;
     // A schema that needs hundreds of tokens, so the answer is still running when we leave.

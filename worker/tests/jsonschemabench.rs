@@ -98,7 +98,7 @@ fn schema_support_on_valid_and_invalid_instances() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn every_schema_yields_valid_json_or_a_refusal() {
-    let base = common::worker().base.clone();
+    let base = common::worker().url.clone();
     let outcomes: Vec<(String, String)> = futures::stream::iter(cases())
         .map(|case| {
             let base = base.clone();

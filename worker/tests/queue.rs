@@ -9,7 +9,7 @@ use serde_json::json;
 #[tokio::test]
 async fn full_queue_answers_503_with_retry_after() {
     let worker = common::start(&["--slots", "1", "--queue-depth", "1"]);
-    let base = worker.base.clone();
+    let base = worker.url.clone();
     let long = json!({
         "model": common::MODEL,
         "messages": [{"role": "user", "content": "Numbers please."}],

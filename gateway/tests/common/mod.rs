@@ -1,33 +1,21 @@
 //! Test harness: a real worker process on the embedded model (one per test binary), and for each test a
 //! fresh Postgres database, migrated, with the real gateway built on port 0.
 
-#![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![allow(dead_code, unused_imports, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::sync::{Mutex, OnceLock};
-use std::time::{Duration, Instant};
+use std::sync::OnceLock;
+use std::time::Duration;
 
 use runaii_gateway::config::{DbArgs, Settings};
 use runaii_gateway::Application;
 use serde_json::Value;
 use sqlx::PgPool;
 
-pub const MODEL: &str = "smollm2-135m-instruct";
+pub use runaii_testkit::{invoice_request, invoice_schema, MODEL};
+use runaii_testkit::WorkerProcess;
+
 const ADMIN_DB: &str = "postgres://postgres@127.0.0.1:5432/postgres";
-
-pub struct Worker {
-    pub url: String,
-    _child: Mutex<Child>,
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
-fn repo_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
-}
 
 /// The worker binary cargo built next to this test binary.
 fn worker_binary() -> PathBuf {
@@ -38,41 +26,13 @@ fn worker_binary() -> PathBuf {
 }
 
 /// The shared worker of this test binary, started on first use; it exits with this process.
-pub fn worker() -> &'static Worker {
-    static WORKER: OnceLock<Worker> = OnceLock::new();
+pub fn worker() -> &'static WorkerProcess {
+    static WORKER: OnceLock<WorkerProcess> = OnceLock::new();
     WORKER.get_or_init(|| start_worker(&[]))
 }
 
-pub fn start_worker(extra: &[&str]) -> Worker {
-    let port = free_port();
-    let model = repo_root().join("models/SmolLM2-135M-Instruct.Q4_1.gguf");
-    assert!(model.exists(), "{} missing: run scripts/fetch-model.sh", model.display());
-    let child = Command::new(worker_binary())
-        .arg("--model-path")
-        .arg(model)
-        .args(["--listen", &format!("127.0.0.1:{port}"), "--exit-on-stdin-eof"])
-        .args(extra)
-        .env("RUST_LOG", "warn")
-        .stdin(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while !healthy(port) {
-        assert!(Instant::now() < deadline, "worker not ready in 120 s");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    Worker { url: format!("http://127.0.0.1:{port}"), _child: Mutex::new(child) }
-}
-
-fn healthy(port: u16) -> bool {
-    use std::io::{Read, Write};
-    let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) else { return false };
-    let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
-    if s.write_all(b"GET /health HTTP/1.0\r\n\r\n").is_err() {
-        return false;
-    }
-    let mut head = [0u8; 12];
-    s.read_exact(&mut head).is_ok() && head.ends_with(b" 200")
+pub fn start_worker(extra: &[&str]) -> WorkerProcess {
+    runaii_testkit::start_worker(&worker_binary(), extra)
 }
 
 pub struct TestApp {
@@ -158,30 +118,4 @@ impl TestApp {
             .await
             .unwrap()
     }
-}
-
-pub fn invoice_request() -> Value {
-    serde_json::json!({
-        "model": MODEL,
-        "messages": [
-            {"role": "system", "content": "Extract the invoice fields."},
-            {"role": "user", "content": "Invoice #A-1024, due 2026-11-01, total 420.00 USD."}
-        ],
-        "temperature": 0,
-        "response_format": {"type": "json_schema", "json_schema": {"name": "invoice", "strict": true, "schema": invoice_schema()}}
-    })
-}
-
-pub fn invoice_schema() -> Value {
-    serde_json::json!({
-        "type": "object",
-        "properties": {
-            "invoice_number": {"type": "string"},
-            "due_date": {"type": "string"},
-            "total": {"type": "number"},
-            "currency": {"type": "string"}
-        },
-        "required": ["invoice_number", "due_date", "total", "currency"],
-        "additionalProperties": false
-    })
 }

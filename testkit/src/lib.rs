@@ -1,0 +1,107 @@
+//! Test support shared by the worker's and the gateway's tests: starting a real worker process on the
+//! embedded model, the seed's invoice example, and reading SSE bodies.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+pub const MODEL: &str = "smollm2-135m-instruct";
+
+/// The repository root (this crate lives one level below it).
+#[must_use]
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+#[must_use]
+pub fn model_path() -> PathBuf {
+    let path = repo_root().join("models/SmolLM2-135M-Instruct.Q4_1.gguf");
+    assert!(path.exists(), "{} is missing: run scripts/fetch-model.sh first", path.display());
+    path
+}
+
+#[must_use]
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// A running worker. It exits when this value is dropped or the test process ends: its stdin closes.
+pub struct WorkerProcess {
+    pub url: String,
+    _child: Mutex<Child>,
+}
+
+/// Starts `binary` on the embedded model with `extra` flags and waits until `/health` answers 200.
+#[must_use]
+pub fn start_worker(binary: &Path, extra: &[&str]) -> WorkerProcess {
+    let port = free_port();
+    let child = Command::new(binary)
+        .arg("--model-path")
+        .arg(model_path())
+        .args(["--listen", &format!("127.0.0.1:{port}"), "--exit-on-stdin-eof"])
+        .args(extra)
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {}: {e}", binary.display()));
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !healthy(port) {
+        assert!(Instant::now() < deadline, "worker not ready in 120 s");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    WorkerProcess { url: format!("http://127.0.0.1:{port}"), _child: Mutex::new(child) }
+}
+
+/// A plain HTTP/1.0 GET, so readiness can be polled from sync code outside any runtime.
+fn healthy(port: u16) -> bool {
+    use std::io::{Read, Write};
+    let Ok(mut stream) = std::net::TcpStream::connect(("127.0.0.1", port)) else { return false };
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
+    if stream.write_all(b"GET /health HTTP/1.0\r\nHost: localhost\r\n\r\n").is_err() {
+        return false;
+    }
+    let mut head = [0u8; 12];
+    stream.read_exact(&mut head).is_ok() && head.ends_with(b" 200")
+}
+
+/// The `data` payloads of an SSE body, in order.
+#[must_use]
+pub fn sse_data(body: &str) -> Vec<String> {
+    body.split("\n\n")
+        .filter_map(|event| event.lines().find_map(|l| l.strip_prefix("data:")).map(|d| d.trim().to_owned()))
+        .collect()
+}
+
+/// The seed's invoice example as a chat completion request.
+#[must_use]
+pub fn invoice_request() -> Value {
+    json!({
+        "model": MODEL,
+        "messages": [
+            {"role": "system", "content": "Extract the invoice fields."},
+            {"role": "user", "content": "Invoice #A-1024, due 2026-11-01, total 420.00 USD."}
+        ],
+        "temperature": 0,
+        "response_format": {"type": "json_schema", "json_schema": {"name": "invoice", "strict": true, "schema": invoice_schema()}}
+    })
+}
+
+#[must_use]
+pub fn invoice_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "invoice_number": {"type": "string"},
+            "due_date": {"type": "string"},
+            "total": {"type": "number"},
+            "currency": {"type": "string"}
+        },
+        "required": ["invoice_number", "due_date", "total", "currency"],
+        "additionalProperties": false
+    })
+}
