@@ -1,8 +1,37 @@
 #!/usr/bin/env bash
-# Runs every test: installs build tools if missing, fetches the embedded model, builds, tests.
+# Runs every test: installs build tools if missing, fetches the embedded model, builds, tests; then the
+# official-SDK tests (tests/sdk, Python, in a virtualenv at ~/.cache/runaii/venv) against a private
+# gateway + worker stack. Arguments go to `cargo test`.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 cd "$root"
 ensure_build_tools
 scripts/fetch-model.sh
 cargo test --workspace --locked "$@"
+
+# The SDK tests start the binaries from $CARGO_TARGET_DIR/debug (a no-op when cargo test built them).
+cargo build --locked -p runaii-worker -p runaii-gateway
+
+venv="${RUNAII_VENV:-$HOME/.cache/runaii/venv}"
+requirements="tests/sdk/requirements.txt"
+if ! "$venv/bin/python" -c 'import sys' 2>/dev/null; then
+  command -v python3 >/dev/null || { echo "test: python3 is needed (apt-get install -y python3 python3-venv)" >&2; exit 1; }
+  rm -rf "$venv"
+  if ! python3 -m venv "$venv" 2>/dev/null; then
+    rm -rf "$venv"
+    echo "installing python3-venv"
+    sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo="sudo"
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq python3-venv >/dev/null
+    python3 -m venv "$venv"
+  fi
+fi
+# Install only when the requirements changed since the last install.
+stamp="$venv/.runaii-requirements.sha256"
+want="$(sha256sum "$requirements" | cut -d' ' -f1)"
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -r "$requirements"
+  echo "$want" >"$stamp"
+fi
+"$venv/bin/python" -m pytest -q tests/sdk

@@ -49,6 +49,9 @@ pub enum Command {
 pub struct DbArgs {
     #[arg(long, env = "DATABASE_URL", default_value = "postgres://postgres@127.0.0.1:5432/runaii")]
     pub database_url: String,
+    /// Connections this process may hold; replicas × this must stay under Postgres' max_connections.
+    #[arg(long, env = "RUNAII_DB_MAX_CONNECTIONS", default_value_t = 16)]
+    pub db_max_connections: u32,
 }
 
 #[derive(Debug, Clone, Args)]

@@ -119,12 +119,21 @@ impl IntoResponse for ApiError {
 
 impl From<sqlx::Error> for ApiError {
     fn from(e: sqlx::Error) -> Self {
-        match e {
-            sqlx::Error::PoolTimedOut | sqlx::Error::Io(_) | sqlx::Error::PoolClosed => {
-                tracing::error!(error = %e, "database unavailable");
-                Self::LedgerUnavailable
-            }
-            other => Self::Internal(other.to_string()),
+        if database_unavailable(&e) {
+            tracing::error!(error = %e, "database unavailable");
+            Self::LedgerUnavailable
+        } else {
+            Self::Internal(e.to_string())
         }
+    }
+}
+
+/// Postgres down, restarting (57P…), or out of connections (53…): the ledger cannot be written, which is
+/// a 503, not a bug.
+fn database_unavailable(e: &sqlx::Error) -> bool {
+    match e {
+        sqlx::Error::PoolTimedOut | sqlx::Error::Io(_) | sqlx::Error::PoolClosed => true,
+        sqlx::Error::Database(db) => db.code().is_some_and(|c| c.starts_with("53") || c.starts_with("57P")),
+        _ => false,
     }
 }

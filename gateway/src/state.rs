@@ -22,7 +22,7 @@ impl AppState {
     /// # Errors
     /// When Postgres or Redis cannot be reached at start.
     pub async fn new(settings: Settings) -> anyhow::Result<Self> {
-        let db = crate::db::connect(&settings.db.database_url).await?;
+        let db = crate::db::connect(&settings.db).await?;
         let http = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(2))
             .pool_idle_timeout(Duration::from_secs(30))

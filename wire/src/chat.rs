@@ -31,6 +31,9 @@ pub struct ChatCompletionRequest {
     pub stream_options: Option<StreamOptions>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub response_format: Option<ResponseFormat>,
+    /// Tool definitions. Not executed by the worker yet: a request with tools is refused, not ignored.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tools: Option<Vec<Value>>,
     /// Extension (llama.cpp): a GBNF grammar the answer must match. Exclusive with `response_format`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub grammar: Option<String>,

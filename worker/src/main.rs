@@ -6,8 +6,11 @@ use tracing_subscriber::EnvFilter;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
+    // Logs go to stderr (stdout carries command output, such as a new key), in colour only on a terminal.
     tracing_subscriber::fmt()
         .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info,llama-cpp-2=warn")))
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     llama_cpp_2::send_logs_to_tracing(llama_cpp_2::LogOptions::default());
     let settings = Settings::parse();

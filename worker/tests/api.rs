@@ -174,6 +174,8 @@ async fn bad_input_is_a_clear_4xx_and_the_worker_lives() {
     assert_error(json!({"model": MODEL, "messages": user, "grammar": "root ::= ( \"a\""}), 400, "grammar_rejected").await;
     assert_error(json!({"model": MODEL, "messages": user, "grammar": "start ::= \"a\""}), 400, "grammar_rejected").await;
     assert_error(json!({"model": MODEL, "messages": [{"role": "wizard", "content": "x"}]}), 400, "invalid_value").await;
+    let tool = json!([{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]);
+    assert_error(json!({"model": MODEL, "messages": user, "tools": tool}), 400, "unsupported_parameter").await;
 
     let oversized = "x".repeat(5 * 1024 * 1024);
     let r = common::client().post(format!("{base}/v1/chat/completions")).body(oversized).send().await.unwrap();

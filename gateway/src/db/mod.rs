@@ -15,11 +15,11 @@ pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations");
 
 /// # Errors
 /// When the database cannot be reached.
-pub async fn connect(url: &str) -> Result<PgPool, sqlx::Error> {
+pub async fn connect(args: &crate::config::DbArgs) -> Result<PgPool, sqlx::Error> {
     PgPoolOptions::new()
-        .max_connections(16)
+        .max_connections(args.db_max_connections)
         // Fail fast when Postgres is down: the gateway answers 503 rather than hanging.
         .acquire_timeout(Duration::from_secs(2))
-        .connect(url)
+        .connect(&args.database_url)
         .await
 }

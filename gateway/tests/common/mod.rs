@@ -59,7 +59,7 @@ pub async fn spawn_app() -> TestApp {
     let key = create_key(&db, &tenant).await;
 
     let settings = Settings {
-        db: DbArgs { database_url: url },
+        db: DbArgs { database_url: url, db_max_connections: 4 },
         redis_url: "redis://127.0.0.1:6379".into(),
         listen: "127.0.0.1:0".parse().unwrap(),
         max_body_bytes: 1024 * 1024,

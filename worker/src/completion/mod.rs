@@ -67,6 +67,13 @@ pub async fn prepare(
     if request.n.is_some_and(|n| n != 1) {
         return Err(ApiError::invalid("only n=1 is supported", "n"));
     }
+    if request.tools.as_ref().is_some_and(|t| !t.is_empty()) {
+        return Err(ApiError::InvalidRequest {
+            message: "tool calling is not supported by this worker yet; send the request without `tools`".into(),
+            param: Some("tools"),
+            code: "unsupported_parameter",
+        });
+    }
     if request.stream_options.is_some() && !request.stream {
         return Err(ApiError::invalid("stream_options is only allowed when stream is true", "stream_options"));
     }
