@@ -163,13 +163,7 @@ async fn stream_with_usage_reports_the_ledger_cost() {
 #[tokio::test]
 async fn abandoned_stream_is_billed_for_delivered_tokens() {
     let app = spawn_app().await;
-    let req = json!({
-        "model": MODEL,
-        "messages": [{"role": "user", "content": "List numbers."}],
-        "stream": true,
-        "max_tokens": 2000,
-        "response_format": {"type": "json_schema", "json_schema": {"name": "n", "schema": {"type": "array", "items": {"type": "integer"}, "minItems": 600}}}
-    });
+    let req = runaii_testkit::long_answer_request(600, 2000, true);
     let response = app.post("/v1/chat/completions", &req).await;
     let mut body = response.bytes_stream();
     let mut seen = 0;

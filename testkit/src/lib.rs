@@ -77,6 +77,19 @@ pub fn sse_data(body: &str) -> Vec<String> {
         .collect()
 }
 
+/// A request whose schema needs hundreds of tokens (an array of at least `min_items` integers): an answer
+/// that is still running when a test disconnects, fills the queue, or hits `max_tokens`.
+#[must_use]
+pub fn long_answer_request(min_items: u32, max_tokens: u32, stream: bool) -> Value {
+    json!({
+        "model": MODEL,
+        "messages": [{"role": "user", "content": "List numbers."}],
+        "stream": stream,
+        "max_tokens": max_tokens,
+        "response_format": {"type": "json_schema", "json_schema": {"name": "n", "schema": {"type": "array", "items": {"type": "integer"}, "minItems": min_items}}}
+    })
+}
+
 /// The seed's invoice example as a chat completion request.
 #[must_use]
 pub fn invoice_request() -> Value {

@@ -101,13 +101,7 @@ async fn disconnect_mid_stream_frees_the_slot_and_counts_tokens() {
     let disconnected = metric(base, "runaii_worker_disconnected_total").await;
     let tokens_before = metric(base, "runaii_worker_completion_tokens_total").await;
     // A schema that needs hundreds of tokens, so the answer is still running when we leave.
-    let req = json!({
-        "model": MODEL,
-        "messages": [{"role": "user", "content": "List numbers."}],
-        "stream": true,
-        "max_tokens": 2000,
-        "response_format": {"type": "json_schema", "json_schema": {"name": "n", "schema": {"type": "array", "items": {"type": "integer"}, "minItems": 600}}}
-    });
+    let req = runaii_testkit::long_answer_request(600, 2000, true);
     let response = common::client().post(format!("{base}/v1/chat/completions")).json(&req).send().await.unwrap();
     let mut body = response.bytes_stream();
     let mut seen = Vec::new();

@@ -4,18 +4,12 @@
 
 mod common;
 
-use serde_json::json;
 
 #[tokio::test]
 async fn full_queue_answers_503_with_retry_after() {
     let worker = common::start(&["--slots", "1", "--queue-depth", "1"]);
     let base = worker.url.clone();
-    let long = json!({
-        "model": common::MODEL,
-        "messages": [{"role": "user", "content": "Numbers please."}],
-        "max_tokens": 300,
-        "response_format": {"type": "json_schema", "json_schema": {"name": "n", "schema": {"type": "array", "items": {"type": "integer"}, "minItems": 200}}}
-    });
+    let long = runaii_testkit::long_answer_request(200, 300, false);
     let tasks: Vec<_> = (0..4)
         .map(|_| {
             let (base, long) = (base.clone(), long.clone());
