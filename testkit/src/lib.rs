@@ -12,10 +12,14 @@ use serde_json::{json, Value};
 
 pub const MODEL: &str = "smollm2-135m-instruct";
 
-/// The repository root (this crate lives one level below it).
+/// The repository root: the parent of the package whose tests are running.
+///
+/// Read at run time (cargo sets `CARGO_MANIFEST_DIR` for every test process), not baked in at compile
+/// time: clones that share one target dir can reuse a build made in another clone, whose path may be gone.
 #[must_use]
 pub fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+    let package = std::env::var_os("CARGO_MANIFEST_DIR").expect("tests run under cargo, which sets CARGO_MANIFEST_DIR");
+    Path::new(&package).join("..")
 }
 
 #[must_use]

@@ -10,7 +10,6 @@
 
 mod common;
 
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use futures::StreamExt;
@@ -27,7 +26,7 @@ struct Case {
 }
 
 fn cases() -> Vec<Case> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/jsonschemabench/with_tests");
+    let dir = runaii_testkit::repo_root().join("../shared/jsonschemabench/with_tests");
     let mut entries: Vec<_> = std::fs::read_dir(&dir)
         .unwrap_or_else(|e| panic!("{} not readable ({e}): the bench lives in shared/ beside the repo", dir.display()))
         .map(|e| e.unwrap().path())
