@@ -42,6 +42,18 @@ pub struct Registry {
     probed: RwLock<HashMap<(String, String), WorkerStatus>>,
 }
 
+/// Escapes Redis glob metacharacters so a model id matches only itself.
+fn glob_escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if matches!(c, '*' | '?' | '[' | ']' | '\\') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
 impl std::fmt::Debug for Registry {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Registry").field("redis", &self.redis.is_some()).finish_non_exhaustive()
@@ -71,7 +83,7 @@ impl Registry {
 
     /// Ready workers of one model, least loaded first.
     pub async fn ready(&self, model: &str) -> Vec<WorkerStatus> {
-        let mut workers: Vec<WorkerStatus> = self.announced().await.into_iter().filter(|w| w.model == model).collect();
+        let mut workers: Vec<WorkerStatus> = self.announced(Some(model)).await.into_iter().filter(|w| w.model == model).collect();
         let probed = self.probed.read().unwrap_or_else(std::sync::PoisonError::into_inner);
         for status in probed.values().filter(|w| w.model == model) {
             if !workers.iter().any(|w| w.url == status.url) {
@@ -84,15 +96,20 @@ impl Registry {
 
     /// Models with at least one ready worker.
     pub async fn ready_models(&self) -> HashSet<String> {
-        let mut models: HashSet<String> = self.announced().await.into_iter().map(|w| w.model).collect();
+        let mut models: HashSet<String> = self.announced(None).await.into_iter().map(|w| w.model).collect();
         let probed = self.probed.read().unwrap_or_else(std::sync::PoisonError::into_inner);
         models.extend(probed.values().map(|w| w.model.clone()));
         models
     }
 
-    async fn announced(&self) -> Vec<WorkerStatus> {
+    /// Announced workers, of one model or of all. Scoping the scan to the model keeps the per-request
+    /// lookup from reading every worker of every model.
+    async fn announced(&self, model: Option<&str>) -> Vec<WorkerStatus> {
         let Some(mut redis) = self.redis.clone() else { return Vec::new() };
-        let pattern = format!("{KEY_PREFIX}*");
+        let pattern = match model {
+            Some(model) => format!("{KEY_PREFIX}{}:*", glob_escape(model)),
+            None => format!("{KEY_PREFIX}*"),
+        };
         let keys: Vec<String> = match redis.scan_match::<_, String>(&pattern).await {
             Ok(iter) => {
                 use futures::StreamExt;
@@ -159,5 +176,14 @@ impl Registry {
             tick.tick().await;
             self.probe().await;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn glob_escape_keeps_ids_literal() {
+        assert_eq!(super::glob_escape("org/model-1"), "org/model-1");
+        assert_eq!(super::glob_escape("a*b?[c]\\"), "a\\*b\\?\\[c\\]\\\\");
     }
 }
