@@ -39,7 +39,7 @@ pub async fn announce(redis_url: String, advertise_url: String, model_id: String
             "model": model_id,
             "slots": loaded.settings.slots,
             "slots_busy": loaded.stats.active_slots.load(Ordering::Relaxed),
-            "queue_depth": loaded.jobs.max_capacity() - loaded.jobs.capacity(),
+            "queue_depth": loaded.queue_depth(),
         });
         let set: redis::RedisResult<()> = conn.set_ex(&key, status.to_string(), TTL_SECS).await;
         if let Err(e) = set {

@@ -55,6 +55,12 @@ impl ChatTemplate {
         Ok(Self { env, bos_token, eos_token, supports_tools, from_model })
     }
 
+    /// The model's BOS token as text (empty when it has none).
+    #[must_use]
+    pub fn bos_token(&self) -> &str {
+        &self.bos_token
+    }
+
     /// # Errors
     /// When the template raises (for example on roles it does not allow).
     pub fn render(&self, messages: &[TemplateMessage]) -> Result<String, TemplateError> {

@@ -22,6 +22,20 @@ pub enum Outcome {
     Rejected { http_status: u16, error_code: Option<String> },
 }
 
+impl Outcome {
+    /// A complete answer, from an OpenAI `usage` object.
+    #[must_use]
+    pub fn succeeded(usage: &serde_json::Value) -> Self {
+        Self::Succeeded { input_tokens: usage_tokens(usage, "prompt_tokens"), output_tokens: usage_tokens(usage, "completion_tokens") }
+    }
+}
+
+/// One token count of an OpenAI `usage` object; 0 when absent.
+#[must_use]
+pub fn usage_tokens(usage: &serde_json::Value, key: &str) -> u32 {
+    usage[key].as_u64().and_then(|n| u32::try_from(n).ok()).unwrap_or(0)
+}
+
 /// Everything about a request the ledger needs besides its outcome.
 #[derive(Debug, Clone)]
 pub struct Ledger {

@@ -3,5 +3,5 @@
 mod ledger;
 mod pricing;
 
-pub use ledger::{Ledger, Outcome};
+pub use ledger::{usage_tokens, Ledger, Outcome};
 pub use pricing::{cost, json_with_cost};

@@ -109,9 +109,7 @@ pub async fn finish_whole(state: &AppState, prepared: Prepared) -> Result<(Ledge
             Ok(answer) => answer,
             Err(e) => return Err(reject(&ledger, ApiError::UpstreamFailed(format!("unreadable answer: {e}"))).await),
         };
-        let tokens = |k: &str| answer["usage"][k].as_u64().and_then(|n| u32::try_from(n).ok()).unwrap_or(0);
-        let outcome = Outcome::Succeeded { input_tokens: tokens("prompt_tokens"), output_tokens: tokens("completion_tokens") };
-        let cost = ledger.record(outcome).await?;
+        let cost = ledger.record(Outcome::succeeded(&answer["usage"])).await?;
         Ok((ledger, answer, cost))
     });
     task.await.map_err(|e| ApiError::Internal(format!("completion task failed: {e}")))?

@@ -19,7 +19,7 @@ use tokio_stream::wrappers::ReceiverStream;
 
 use super::sse::SseReader;
 use super::with_request_id;
-use crate::billing::{json_with_cost, Ledger, Outcome};
+use crate::billing::{json_with_cost, usage_tokens, Ledger, Outcome};
 use crate::error::ApiError;
 use crate::upstream::Upstream;
 
@@ -68,8 +68,8 @@ struct Metered {
 impl Metered {
     fn take_running(&mut self, chunk: &mut Value) {
         if let Some(usage) = chunk.as_object_mut().and_then(|c| c.remove(RUNNING_USAGE)) {
-            self.input_tokens = tokens(&usage, "prompt_tokens");
-            self.output_tokens = self.output_tokens.max(tokens(&usage, "completion_tokens"));
+            self.input_tokens = usage_tokens(&usage, "prompt_tokens");
+            self.output_tokens = self.output_tokens.max(usage_tokens(&usage, "completion_tokens"));
         }
     }
 
@@ -81,10 +81,6 @@ impl Metered {
             error_code: Some("upstream_error".into()),
         }
     }
-}
-
-fn tokens(usage: &Value, key: &str) -> u32 {
-    usage[key].as_u64().and_then(|n| u32::try_from(n).ok()).unwrap_or(0)
 }
 
 async fn send_all(tx: &Tx, events: Vec<Bytes>) -> bool {
@@ -133,9 +129,7 @@ async fn run(ledger: Ledger, upstream: Upstream, mut dialect: impl Dialect, tx: 
             connected = send_all(&tx, dialect.chunk(chunk)).await;
             continue;
         }
-        let usage = &chunk["usage"];
-        let outcome = Outcome::Succeeded { input_tokens: tokens(usage, "prompt_tokens"), output_tokens: tokens(usage, "completion_tokens") };
-        let events = match ledger.record(outcome).await {
+        let events = match ledger.record(Outcome::succeeded(&chunk["usage"])).await {
             Ok(cost) => dialect.complete(chunk, cost),
             Err(e) => dialect.error(&e),
         };

@@ -150,8 +150,8 @@ fn constraint_spec(request: &ChatCompletionRequest) -> Result<Option<(Constraint
 fn tokenize(loaded: &Loaded, prompt: &str) -> Vec<llama_cpp_2::token::LlamaToken> {
     let vocab = loaded.model.vocab();
     // Templates that write the BOS token themselves must not get a second one.
-    let bos = String::from_utf8_lossy(&vocab.token_to_piece(vocab.bos(), true, None)).into_owned();
-    let add_bos = vocab.should_add_bos() && (bos.is_empty() || !prompt.starts_with(&bos));
+    let bos = loaded.template.bos_token();
+    let add_bos = vocab.should_add_bos() && (bos.is_empty() || !prompt.starts_with(bos));
     vocab.tokenize(prompt.as_bytes(), add_bos, true)
 }
 

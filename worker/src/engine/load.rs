@@ -38,6 +38,14 @@ pub struct Loaded {
     pub settings: LoadSettings,
 }
 
+impl Loaded {
+    /// Requests waiting for a slot.
+    #[must_use]
+    pub fn queue_depth(&self) -> usize {
+        self.jobs.max_capacity() - self.jobs.capacity()
+    }
+}
+
 /// llama.cpp's backend may be initialised once per process.
 fn backend() -> anyhow::Result<&'static LlamaBackend> {
     static BACKEND: OnceLock<LlamaBackend> = OnceLock::new();

@@ -170,9 +170,9 @@ impl Scheduler<'_> {
             Ok(forced) => forced,
             Err(failure) => return Step::Fail(failure),
         };
-        let remaining = active.job.max_tokens.saturating_sub(active.generated + 1) as usize;
+        // `advance_constraint` already cut the forced tokens to the remaining budget.
         let mut fed = vec![token];
-        fed.extend(forced.into_iter().take(remaining));
+        fed.extend(forced);
         let produced = u32::try_from(fed.len()).unwrap_or(u32::MAX);
         active.generated += produced;
         EngineStats::add(&self.stats.completion_tokens, u64::from(produced));

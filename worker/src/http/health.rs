@@ -16,14 +16,13 @@ pub(super) async fn health(State(state): State<AppState>) -> Response {
             .into_response();
     };
     let settings = &loaded.settings;
-    let queued = loaded.jobs.max_capacity() - loaded.jobs.capacity();
     Json(json!({
         "status": "ok",
         "model": state.settings.model_id,
         "context_length": settings.ctx_per_slot,
         "slots": settings.slots,
         "slots_busy": loaded.stats.active_slots.load(Ordering::Relaxed),
-        "queue_depth": queued,
+        "queue_depth": loaded.queue_depth(),
         "queue_capacity": loaded.jobs.max_capacity(),
         "threads": settings.threads,
         "chat_template": loaded.template.from_model,

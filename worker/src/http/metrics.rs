@@ -88,7 +88,7 @@ pub(super) async fn render(State(state): State<AppState>) -> impl IntoResponse {
         for (name, counter) in counters {
             let _ = writeln!(out, "# TYPE {name} counter\n{name} {}", EngineStats::get(counter));
         }
-        let queued = loaded.jobs.max_capacity() - loaded.jobs.capacity();
+        let queued = loaded.queue_depth();
         let _ = writeln!(out, "# TYPE runaii_worker_slots_busy gauge\nrunaii_worker_slots_busy {}", EngineStats::get(&s.active_slots));
         let _ = writeln!(out, "# TYPE runaii_worker_slots gauge\nrunaii_worker_slots {}", loaded.settings.slots);
         let _ = writeln!(out, "# TYPE runaii_worker_queue_depth gauge\nrunaii_worker_queue_depth {queued}");
