@@ -216,6 +216,13 @@ start() {
 }
 
 start worker "$worker_addr" 200 "$worker_bin" --model-path "$model_path" --model-id "$model_id" --listen "$worker_addr"
+# The admin API's HS256 secret: made once, kept in .data (local use only; production sets its own).
+secret_file="$data/admin-jwt-secret"
+if [ ! -s "$secret_file" ]; then
+  (umask 077 && head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$secret_file")
+fi
+RUNAII_ADMIN_JWT_SECRET="$(cat "$secret_file")"
+export RUNAII_ADMIN_JWT_SECRET
 start gateway "$gateway_addr" any "$gateway_bin" serve --listen "$gateway_addr"
 
 # ---------------------------------------------------------------------------------------------------------
@@ -240,6 +247,19 @@ if [ ! -s "$key_file" ]; then
   chmod 600 "$key_file"
   say "demo tenant key written to .data/demo-api-key"
 fi
+# A demo tenant without credit (new, or from before credits existed) gets 10 USD, once.
+balance="$(curl -s -m 5 -H "Authorization: Bearer $(cat "$key_file")" "http://$gateway_addr/v1/account" \
+  | sed -n 's/.*"balance":"\([^"]*\)".*/\1/p')"
+if [ "$balance" = "0" ]; then
+  RUST_LOG=error "$gateway_bin" grant-credits --tenant demo --amount 10 --note "quickstart demo credit" >/dev/null
+  say "granted the demo tenant 10 USD of credit"
+fi
+
+# A JWT with every admin role, for the admin API on this machine (valid 30 days; remade on every run).
+token_file="$data/demo-admin-token"
+(umask 077 && RUST_LOG=error "$gateway_bin" issue-admin-token --subject demo-admin --ttl-hours 720 >"$token_file.part")
+mv "$token_file.part" "$token_file"
+say "admin token (ops, finance, admin) written to .data/demo-admin-token"
 
 # The gateway probes its workers every second: wait (at most 10 s) until it reports the model ready.
 for _ in $(seq 20); do
@@ -255,6 +275,8 @@ runaii is up: gateway http://$gateway_addr -> worker http://$worker_addr ($model
   DATABASE_URL=$DATABASE_URL
   REDIS_URL=$REDIS_URL
   logs: .data/gateway.log, .data/worker.log
+  admin API: curl -H "Authorization: Bearer \$(cat .data/demo-admin-token)" http://$gateway_addr/admin/v1/tenants
+  balance:   curl -H "Authorization: Bearer \$(cat .data/demo-api-key)" http://$gateway_addr/v1/account
 
 Try it (from $root):
 

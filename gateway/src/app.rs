@@ -35,7 +35,25 @@ impl Application {
         let registry = std::sync::Arc::clone(&self.state.registry);
         let every = std::time::Duration::from_millis(self.state.settings.probe_ms);
         tokio::spawn(async move { registry.probe_forever(every).await });
+        tokio::spawn(housekeeping(self.state.db.clone(), self.state.settings.limits.clone()));
         axum::serve(self.listener, routes::router(self.state)).await?;
         Ok(())
+    }
+}
+
+/// Every minute: release credit holds of requests whose gateway died, and forget idempotency keys past
+/// their lifetime. Every replica runs it; the statements are safe to run concurrently.
+async fn housekeeping(db: sqlx::PgPool, limits: crate::config::LimitArgs) {
+    let mut tick = tokio::time::interval(std::time::Duration::from_secs(60));
+    loop {
+        tick.tick().await;
+        match crate::db::credits::release_stale_holds(&db, i64::from(limits.hold_expiry_s)).await {
+            Ok(0) => {}
+            Ok(n) => tracing::warn!(tenants = n, "released stale credit holds"),
+            Err(e) => tracing::warn!(error = %e, "stale holds not released"),
+        }
+        if let Err(e) = crate::db::idempotency::expire(&db, i64::from(limits.idempotency_ttl_hours) * 3600).await {
+            tracing::warn!(error = %e, "expired idempotency keys not deleted");
+        }
     }
 }

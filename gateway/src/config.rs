@@ -43,6 +43,34 @@ pub enum Command {
         #[arg(long)]
         worker_url: Option<String>,
     },
+    /// Grant credit to a tenant (creating it if missing); the grant goes to the ledger and audit log.
+    GrantCredits {
+        #[command(flatten)]
+        db: DbArgs,
+        #[arg(long)]
+        tenant: String,
+        /// USD, as a decimal; negative for an adjustment.
+        #[arg(long, allow_hyphen_values = true)]
+        amount: rust_decimal::Decimal,
+        #[arg(long, default_value = "")]
+        note: String,
+    },
+    /// Print an admin JWT signed with the HS256 secret (for local use and scripts).
+    IssueAdminToken {
+        #[arg(long, env = "RUNAII_ADMIN_JWT_SECRET", hide_env_values = true)]
+        admin_jwt_secret: String,
+        /// Who the token speaks for; written to the audit log.
+        #[arg(long, default_value = "local-admin")]
+        subject: String,
+        /// Comma-separated roles: ops, finance, admin.
+        #[arg(long, value_delimiter = ',', default_value = "ops,finance,admin")]
+        roles: Vec<String>,
+        /// Confine the token to one tenant's data.
+        #[arg(long)]
+        tenant_id: Option<uuid::Uuid>,
+        #[arg(long, default_value_t = 24)]
+        ttl_hours: u64,
+    },
 }
 
 #[derive(Debug, Clone, Args)]
@@ -72,4 +100,49 @@ pub struct Settings {
     /// How often statically configured workers are probed for health, in milliseconds.
     #[arg(long, env = "RUNAII_PROBE_MS", default_value_t = 1000)]
     pub probe_ms: u64,
+    #[command(flatten)]
+    pub limits: LimitArgs,
+    #[command(flatten)]
+    pub admin: AdminArgs,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct LimitArgs {
+    /// Requests per minute for keys without their own limit.
+    #[arg(long, env = "RUNAII_DEFAULT_RPM", default_value_t = 600)]
+    pub default_rpm: u32,
+    /// Tokens (prompt + output) per minute for keys without their own limit.
+    #[arg(long, env = "RUNAII_DEFAULT_TPM", default_value_t = 1_000_000)]
+    pub default_tpm: u32,
+    /// While Redis is unreachable: `open` serves without rate limits (credits still bound spending),
+    /// `closed` answers 503 `rate_limiter_unavailable`.
+    #[arg(long, env = "RUNAII_RATE_LIMIT_ON_REDIS_FAILURE", value_enum, default_value_t = crate::ratelimit::RedisFailure::Open)]
+    pub on_redis_failure: crate::ratelimit::RedisFailure,
+    /// How long an `Idempotency-Key` and its answer are kept, in hours (at least 24).
+    #[arg(long, env = "RUNAII_IDEMPOTENCY_TTL_HOURS", default_value_t = 24, value_parser = clap::value_parser!(u32).range(24..))]
+    pub idempotency_ttl_hours: u32,
+    /// A credit hold older than this many seconds belongs to a request whose gateway died; it is released.
+    #[arg(long, env = "RUNAII_HOLD_EXPIRY_S", default_value_t = 7200)]
+    pub hold_expiry_s: u32,
+}
+
+/// How admin JWTs are verified: an HS256 secret or an RS256 public key (PEM). Without either the admin
+/// API answers 503.
+#[derive(Clone, Default, Args)]
+pub struct AdminArgs {
+    #[arg(long, env = "RUNAII_ADMIN_JWT_SECRET", hide_env_values = true)]
+    pub admin_jwt_secret: Option<String>,
+    /// Path of a PEM file with the RS256 public key.
+    #[arg(long, env = "RUNAII_ADMIN_JWT_PUBLIC_KEY")]
+    pub admin_jwt_public_key: Option<std::path::PathBuf>,
+}
+
+/// The secret never reaches a log line.
+impl std::fmt::Debug for AdminArgs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AdminArgs")
+            .field("admin_jwt_secret", &self.admin_jwt_secret.as_ref().map(|_| "<redacted>"))
+            .field("admin_jwt_public_key", &self.admin_jwt_public_key)
+            .finish()
+    }
 }

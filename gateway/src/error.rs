@@ -1,6 +1,6 @@
 //! The gateway's one error type, answered in OpenAI's error shape with `x-request-id`.
 
-use axum::http::{header, HeaderValue, StatusCode};
+use axum::http::{header, HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use runaii_wire::ErrorBody;
@@ -33,6 +33,26 @@ pub enum ApiError {
     PayloadTooLarge(usize),
     #[error("no route for this path")]
     NoRoute,
+    #[error("Rate limit reached on {} per minute; retry after {retry_after_ms} ms.", if *.by_tokens { "tokens" } else { "requests" })]
+    RateLimited { retry_after_ms: u64, by_tokens: bool },
+    #[error("the rate limiter is unavailable, so requests are refused until it is back")]
+    RateLimiterUnavailable,
+    #[error("Insufficient credits: this request may cost up to {needed} USD and {available} USD is available. Add credits to continue.")]
+    InsufficientCredits { needed: String, available: String },
+    #[error("This Idempotency-Key was used with a different request; use a new key for a new request.")]
+    IdempotencyKeyReused,
+    #[error("A request with this Idempotency-Key is still running; retry when it has finished.")]
+    IdempotencyInProgress,
+    #[error("{0}")]
+    AdminUnauthorized(String),
+    #[error("this token lacks the `{0}` role")]
+    Forbidden(&'static str),
+    #[error("{0} not found")]
+    NotFound(String),
+    #[error("{0}")]
+    Conflict(String),
+    #[error("the admin API is not configured: set RUNAII_ADMIN_JWT_SECRET or RUNAII_ADMIN_JWT_PUBLIC_KEY")]
+    AdminDisabled,
     #[error("internal error")]
     Internal(String),
 }
@@ -44,7 +64,13 @@ impl ApiError {
 
     pub fn status(&self) -> StatusCode {
         match self {
-            Self::InvalidApiKey => StatusCode::UNAUTHORIZED,
+            Self::InvalidApiKey | Self::AdminUnauthorized(_) => StatusCode::UNAUTHORIZED,
+            Self::Forbidden(_) => StatusCode::FORBIDDEN,
+            Self::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
+            Self::InsufficientCredits { .. } => StatusCode::PAYMENT_REQUIRED,
+            Self::IdempotencyKeyReused => StatusCode::UNPROCESSABLE_ENTITY,
+            Self::IdempotencyInProgress | Self::Conflict(_) => StatusCode::CONFLICT,
+            Self::NotFound(_) => StatusCode::NOT_FOUND,
             Self::InvalidJson(_)
             | Self::InvalidRequest { .. }
             | Self::PreviousResponseNotFound(_)
@@ -52,7 +78,9 @@ impl ApiError {
             | Self::UpstreamInvalid { .. } => StatusCode::BAD_REQUEST,
             Self::ModelNotFound(_) | Self::NoRoute => StatusCode::NOT_FOUND,
             Self::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
-            Self::NoReadyWorker(_) | Self::LedgerUnavailable => StatusCode::SERVICE_UNAVAILABLE,
+            Self::NoReadyWorker(_) | Self::LedgerUnavailable | Self::RateLimiterUnavailable | Self::AdminDisabled => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
             Self::UpstreamFailed(_) => StatusCode::BAD_GATEWAY,
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -72,7 +100,16 @@ impl ApiError {
             Self::UpstreamFailed(_) => "upstream_error",
             Self::LedgerUnavailable => "ledger_unavailable",
             Self::PayloadTooLarge(_) => "payload_too_large",
-            Self::NoRoute => "not_found",
+            Self::NoRoute | Self::NotFound(_) => "not_found",
+            Self::RateLimited { .. } => "rate_limit_exceeded",
+            Self::RateLimiterUnavailable => "rate_limiter_unavailable",
+            Self::InsufficientCredits { .. } => "insufficient_credits",
+            Self::IdempotencyKeyReused => "idempotency_key_reused",
+            Self::IdempotencyInProgress => "idempotency_key_in_use",
+            Self::AdminUnauthorized(_) => "invalid_admin_token",
+            Self::Forbidden(_) => "insufficient_role",
+            Self::Conflict(_) => "conflict",
+            Self::AdminDisabled => "admin_api_disabled",
             Self::Internal(_) => "internal_error",
         };
         Some(code.to_owned())
@@ -90,10 +127,12 @@ impl ApiError {
 
     pub fn body(&self) -> ErrorBody {
         let status = self.status();
-        let kind = match status {
-            StatusCode::UNAUTHORIZED | StatusCode::BAD_REQUEST | StatusCode::NOT_FOUND | StatusCode::PAYLOAD_TOO_LARGE => {
-                "invalid_request_error"
-            }
+        let kind = match self {
+            // OpenAI's 429s name what ran out.
+            Self::RateLimited { by_tokens: true, .. } => "tokens",
+            Self::RateLimited { by_tokens: false, .. } => "requests",
+            Self::InsufficientCredits { .. } => "insufficient_credits",
+            _ if status.is_client_error() => "invalid_request_error",
             _ => "server_error",
         };
         if let Self::Internal(detail) = self {
@@ -110,8 +149,21 @@ impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let status = self.status();
         let mut response = (status, Json(self.body())).into_response();
-        if status == StatusCode::SERVICE_UNAVAILABLE {
-            response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        let headers = response.headers_mut();
+        match self {
+            // The rate limiter's 429 sets its own retry-after with the bucket's real wait.
+            Self::RateLimited { .. } => {}
+            Self::IdempotencyInProgress => {
+                headers.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+            }
+            // More credit does not appear by retrying: tell the SDKs not to.
+            Self::InsufficientCredits { .. } | Self::IdempotencyKeyReused => {
+                headers.insert(HeaderName::from_static("x-should-retry"), HeaderValue::from_static("false"));
+            }
+            _ if status == StatusCode::SERVICE_UNAVAILABLE => {
+                headers.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+            }
+            _ => {}
         }
         response
     }

@@ -2,8 +2,10 @@
 //!
 //! `auth` (API keys), `routes` (thin handlers), `completions` (the chat service: check, route, meter),
 //! `structured` (response_format checks and schema prompts), `upstream` (worker registry and client),
-//! `billing` (pricing and the cost ledger), `db` (SQL only).
+//! `billing` (pricing, credit holds and the cost ledger), `ratelimit` (per-key limits in Redis),
+//! `idempotency` (`Idempotency-Key`), `admin` (the JWT-guarded admin API), `db` (SQL only).
 
+pub mod admin;
 pub mod app;
 pub mod auth;
 pub mod billing;
@@ -11,6 +13,9 @@ pub mod completions;
 pub mod config;
 pub mod db;
 pub mod error;
+pub mod idempotency;
+pub mod ratelimit;
+pub mod redis_link;
 pub mod responses;
 pub mod routes;
 pub mod state;

@@ -2,7 +2,10 @@
 
 use clap::Parser;
 use runaii_gateway::config::{Cli, Command};
-use runaii_gateway::{auth, db, Application};
+use runaii_gateway::{admin, auth, db, Application};
+
+/// The audit log's actor for changes made from the command line (by whoever runs it on the host).
+const CLI_ACTOR: &str = "cli";
 use tracing_subscriber::EnvFilter;
 
 #[tokio::main]
@@ -29,9 +32,32 @@ async fn main() -> anyhow::Result<()> {
             let pool = db::connect(&args).await?;
             let tenant_id = db::tenants::ensure(&pool, &tenant).await?;
             let (key, public_id, hash) = auth::generate();
-            db::keys::insert(&pool, tenant_id, &public_id, &hash, &name, None).await?;
+            let mut tx = pool.begin().await?;
+            let info = db::keys::insert(&mut tx, tenant_id, &public_id, &hash, &db::keys::NewKey { name: &name, ..Default::default() }).await?;
+            let after = serde_json::to_value(&info).ok();
+            let entry = db::audit::Change { actor: CLI_ACTOR, action: "key.create", target_type: "api_key", target_id: info.id.to_string(), before: None, after };
+            db::audit::append(&mut tx, entry).await?;
+            tx.commit().await?;
             // The only time the secret is shown.
             println!("{key}");
+            Ok(())
+        }
+        Command::GrantCredits { db: args, tenant, amount, note } => {
+            let pool = db::connect(&args).await?;
+            let tenant_id = db::tenants::ensure(&pool, &tenant).await?;
+            let mut tx = pool.begin().await?;
+            let (entry, after) = db::credits::grant(&mut tx, tenant_id, amount, CLI_ACTOR, &note).await?.ok_or_else(|| anyhow::anyhow!("tenant vanished"))?;
+            let after_json = serde_json::json!({"balance": after.balance.normalize().to_string(), "grant": {"ledger_entry": entry, "amount": amount.normalize().to_string(), "note": note}});
+            let change = db::audit::Change { actor: CLI_ACTOR, action: "credits.grant", target_type: "tenant", target_id: tenant_id.to_string(), before: None, after: Some(after_json) };
+            db::audit::append(&mut tx, change).await?;
+            tx.commit().await?;
+            println!("tenant {tenant}: balance {}", after.balance.normalize());
+            Ok(())
+        }
+        Command::IssueAdminToken { admin_jwt_secret, subject, roles, tenant_id, ttl_hours } => {
+            let exp = chrono::Utc::now().timestamp().unsigned_abs() + ttl_hours * 3600;
+            let claims = admin::Claims { sub: subject, exp, roles, tenant_id };
+            println!("{}", admin::issue(&admin_jwt_secret, &claims)?);
             Ok(())
         }
         Command::UpsertModel { db: args, id, context_length, input_price, output_price, worker_url } => {

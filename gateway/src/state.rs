@@ -5,8 +5,11 @@ use std::time::Duration;
 
 use sqlx::PgPool;
 
+use crate::admin::Verifier;
 use crate::auth::KeyCache;
 use crate::config::Settings;
+use crate::ratelimit::Limiter;
+use crate::redis_link::RedisLink;
 use crate::upstream::Registry;
 
 #[derive(Debug, Clone)]
@@ -14,24 +17,30 @@ pub struct AppState {
     pub db: PgPool,
     pub keys: Arc<KeyCache>,
     pub registry: Arc<Registry>,
+    pub limiter: Arc<Limiter>,
+    /// `None` when no admin JWT key is configured: the admin API then answers 503.
+    pub admin: Option<Arc<Verifier>>,
     pub http: reqwest::Client,
     pub settings: Arc<Settings>,
 }
 
 impl AppState {
     /// # Errors
-    /// When Postgres or Redis cannot be reached at start.
+    /// When Postgres cannot be reached at start, or the admin key is misconfigured. Redis may be down.
     pub async fn new(settings: Settings) -> anyhow::Result<Self> {
+        let admin = Verifier::from_args(&settings.admin)?.map(Arc::new);
         let db = crate::db::connect(&settings.db).await?;
         let http = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(2))
             .pool_idle_timeout(Duration::from_secs(30))
             .build()?;
-        let registry = Arc::new(Registry::connect(&settings.redis_url, db.clone(), http.clone()).await?);
+        let redis = Arc::new(RedisLink::new(&settings.redis_url).await?);
         Ok(Self {
             keys: Arc::new(KeyCache::new(Duration::from_millis(settings.key_cache_ms))),
+            registry: Arc::new(Registry::new(Arc::clone(&redis), db.clone(), http.clone())),
+            limiter: Arc::new(Limiter::new(redis, settings.limits.on_redis_failure)),
+            admin,
             db,
-            registry,
             http,
             settings: Arc::new(settings),
         })

@@ -103,6 +103,7 @@ def psql(url: str, sql: str) -> str:
 class Stack:
     base_url: str  # the gateway, e.g. http://127.0.0.1:40123 (the OpenAI base URL is base_url + "/v1")
     api_key: str
+    broke_api_key: str  # a key of a tenant with no credit
     model: str
     database_url: str
     redis_url: str
@@ -237,6 +238,8 @@ def stack(tmp_path_factory) -> Stack:
         )  # fmt: skip
         api_key = _cli(gateway_bin, env, "create-key", "--tenant", "sdk-demo", "--name", "sdk-tests")
         assert api_key.startswith("rk-"), f"create-key printed {api_key!r}"
+        _cli(gateway_bin, env, "grant-credits", "--tenant", "sdk-demo", "--amount", "100")
+        broke_api_key = _cli(gateway_bin, env, "create-key", "--tenant", "sdk-broke", "--name", "no-credit")
 
         worker = starter.spawn(
             "worker",
@@ -262,6 +265,7 @@ def stack(tmp_path_factory) -> Stack:
         yield Stack(
             base_url=base_url,
             api_key=api_key,
+            broke_api_key=broke_api_key,
             model=MODEL,
             database_url=database_url,
             redis_url=redis_url,

@@ -7,12 +7,15 @@ use chrono::Utc;
 use uuid::Uuid;
 
 use crate::error::ApiError;
+use crate::ratelimit::Limits;
 use crate::state::AppState;
 
 #[derive(Debug, Clone, Copy)]
 pub struct Caller {
     pub tenant_id: Uuid,
     pub key_id: Uuid,
+    /// The key's own limits, or the gateway's defaults.
+    pub limits: Limits,
 }
 
 /// Compared against when the public id is unknown, so a miss costs the same hash and compare as a hit.
@@ -22,8 +25,7 @@ impl FromRequestParts<AppState> for Caller {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
-        let header = parts.headers.get(AUTHORIZATION).and_then(|v| v.to_str().ok()).unwrap_or("");
-        let token = header.strip_prefix("Bearer ").map(str::trim).ok_or(ApiError::InvalidApiKey)?;
+        let token = presented_key(&parts.headers).ok_or(ApiError::InvalidApiKey)?;
         let key = super::parse(token).ok_or(ApiError::InvalidApiKey)?;
         let row = state.keys.lookup(&state.db, key.public_id).await?;
         let stored = row.as_ref().map_or(&DUMMY_HASH[..], |r| &r.secret_hash[..]);
@@ -33,6 +35,36 @@ impl FromRequestParts<AppState> for Caller {
         if row.revoked_at.is_some_and(|t| t <= now) || row.expires_at.is_some_and(|t| t <= now) {
             return Err(ApiError::InvalidApiKey);
         }
-        Ok(Self { tenant_id: row.tenant_id, key_id: row.id })
+        let defaults = &state.settings.limits;
+        let own = |limit: Option<i32>| limit.and_then(|n| u32::try_from(n).ok());
+        let limits = Limits {
+            requests_per_minute: own(row.rpm_limit).unwrap_or(defaults.default_rpm),
+            tokens_per_minute: own(row.tpm_limit).unwrap_or(defaults.default_tpm),
+        };
+        Ok(Self { tenant_id: row.tenant_id, key_id: row.id, limits })
+    }
+}
+
+/// The key from `Authorization: Bearer …`, or from `x-api-key` (what Anthropic's clients send).
+#[must_use]
+pub fn presented_key(headers: &axum::http::HeaderMap) -> Option<&str> {
+    let bearer = headers.get(AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(|h| h.strip_prefix("Bearer "));
+    let key = bearer.or_else(|| headers.get("x-api-key").and_then(|v| v.to_str().ok()))?;
+    Some(key.trim())
+}
+
+/// The caller when a key is presented, `None` when none is, an error when a presented key is bad: for
+/// routes that anyone may read but a key holder sees more of.
+#[derive(Debug, Clone, Copy)]
+pub struct MaybeCaller(pub Option<Caller>);
+
+impl FromRequestParts<AppState> for MaybeCaller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
+        if presented_key(&parts.headers).is_none() {
+            return Ok(Self(None));
+        }
+        Caller::from_request_parts(parts, state).await.map(|c| Self(Some(c)))
     }
 }

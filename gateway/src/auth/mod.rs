@@ -5,7 +5,7 @@ mod cache;
 mod extract;
 
 pub use cache::KeyCache;
-pub use extract::Caller;
+pub use extract::{presented_key, Caller, MaybeCaller};
 
 use rand::RngCore;
 use sha2::{Digest, Sha256};

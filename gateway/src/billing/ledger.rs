@@ -1,5 +1,6 @@
 //! Writing the one cost record of a request.
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use rust_decimal::Decimal;
@@ -9,6 +10,7 @@ use crate::auth::Caller;
 use crate::db::costs::{self, CostRecord};
 use crate::db::models::ModelRow;
 use crate::error::ApiError;
+use crate::ratelimit::Limiter;
 
 /// How a request ended, as the ledger records it.
 #[derive(Debug, Clone)]
@@ -45,10 +47,12 @@ pub struct Ledger {
     pub model: ModelRow,
     pub endpoint: &'static str,
     pub started: Instant,
+    /// Takes the tokens used from the key's per-minute budget once the request ends.
+    pub limiter: Arc<Limiter>,
 }
 
 impl Ledger {
-    /// Records the outcome and returns what it cost.
+    /// Records the outcome, settles the request's credit hold to its cost, and returns that cost.
     ///
     /// # Errors
     /// [`ApiError::LedgerUnavailable`] when the record cannot be written: the answer must not go out
@@ -77,10 +81,15 @@ impl Ledger {
             error_code,
             latency_ms: u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX),
         };
-        costs::insert(&self.db, &record).await.map_err(|e| {
+        costs::settle(&self.db, &record).await.map_err(|e| {
             tracing::error!(request_id = %self.request_id, error = %e, "cost record not written");
             ApiError::LedgerUnavailable
         })?;
+        let tokens = u64::from(input_tokens) + u64::from(output_tokens);
+        if tokens > 0 {
+            let (limiter, key_id, limits) = (Arc::clone(&self.limiter), self.caller.key_id, self.caller.limits);
+            tokio::spawn(async move { limiter.spend(key_id, limits, tokens).await });
+        }
         Ok(cost)
     }
 }

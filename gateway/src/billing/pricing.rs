@@ -29,11 +29,11 @@ pub fn json_with_cost(value: &mut Value, cost: Decimal) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use std::str::FromStr;
 
-    fn model(input: &str, output: &str) -> ModelRow {
+    pub(crate) fn model(input: &str, output: &str) -> ModelRow {
         ModelRow {
             id: "m".into(),
             owned_by: "runaii".into(),
@@ -43,6 +43,7 @@ mod tests {
             supports_structured_outputs: true,
             supports_tools: false,
             schema_in_prompt: true,
+            public: true,
             created_at: chrono::Utc::now(),
         }
     }

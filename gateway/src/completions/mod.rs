@@ -4,6 +4,7 @@
 mod sse;
 pub mod stream;
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use axum::http::{HeaderName, HeaderValue};
@@ -13,8 +14,9 @@ use runaii_wire::{ChatCompletionRequest, ErrorBody};
 use serde_json::{json, Value};
 
 use crate::auth::Caller;
-use crate::billing::{json_with_cost, Ledger, Outcome};
-use crate::db::models;
+use crate::billing::{json_with_cost, worst_case_cost, Ledger, Outcome};
+use crate::db::credits;
+use crate::db::models::{self, ModelRow};
 use crate::error::ApiError;
 use crate::state::AppState;
 use crate::structured;
@@ -65,7 +67,9 @@ pub async fn prepare(
     let request: ChatCompletionRequest =
         serde_json::from_value(body.clone()).map_err(|e| ApiError::InvalidJson(e.to_string()))?;
     structured::check_response_format(body.get("response_format"))?;
-    let model = models::find_enabled(&state.db, &request.model).await?.ok_or(ApiError::ModelNotFound(request.model.clone()))?;
+    let model = models::find_visible(&state.db, &request.model, Some(caller.tenant_id))
+        .await?
+        .ok_or(ApiError::ModelNotFound(request.model.clone()))?;
     if model.schema_in_prompt {
         if let Some(schema) = structured::json_schema_of(body.get("response_format")).cloned() {
             if let Some(messages) = body.get_mut("messages") {
@@ -77,8 +81,31 @@ pub async fn prepare(
         // The gateway always needs the usage to bill; the client gets it only if it asked.
         body["stream_options"] = json!({"include_usage": true});
     }
-    let ledger = Ledger { db: state.db.clone(), request_id, caller, model, endpoint, started: Instant::now() };
+    hold_worst_case(state, &caller, &model, &body, &request_id).await?;
+    let ledger = Ledger {
+        db: state.db.clone(),
+        request_id,
+        caller,
+        model,
+        endpoint,
+        started: Instant::now(),
+        limiter: Arc::clone(&state.limiter),
+    };
     Ok(Prepared { ledger, body, stream: request.stream, include_usage: request.include_usage() })
+}
+
+/// Holds the request's worst-case cost from the tenant's credit; the ledger settles it when the request
+/// ends. From here on every outcome is recorded, which releases the hold.
+///
+/// # Errors
+/// 402 `insufficient_credits` when the tenant cannot cover the worst case; nothing is charged.
+async fn hold_worst_case(state: &AppState, caller: &Caller, model: &ModelRow, body: &Value, request_id: &str) -> Result<(), ApiError> {
+    let worst = worst_case_cost(model, body);
+    if credits::hold(&state.db, caller.tenant_id, request_id, worst).await? {
+        return Ok(());
+    }
+    let available = credits::balance(&state.db, caller.tenant_id).await?.map_or(Decimal::ZERO, |b| b.available());
+    Err(ApiError::InsufficientCredits { needed: worst.normalize().to_string(), available: available.normalize().to_string() })
 }
 
 /// Sends the request; a refusal is recorded at zero cost and returned as the gateway's error.

@@ -1,6 +1,7 @@
-//! API key rows.
+//! API key rows. The secret's hash is read only to authenticate and is never serialized.
 
 use chrono::{DateTime, Utc};
+use serde::Serialize;
 use sqlx::PgPool;
 use uuid::Uuid;
 
@@ -11,46 +12,123 @@ pub struct KeyRow {
     pub secret_hash: Vec<u8>,
     pub expires_at: Option<DateTime<Utc>>,
     pub revoked_at: Option<DateTime<Utc>>,
+    pub rpm_limit: Option<i32>,
+    pub tpm_limit: Option<i32>,
 }
 
 /// # Errors
 /// Database errors.
 pub async fn find(db: &PgPool, public_id: &str) -> Result<Option<KeyRow>, sqlx::Error> {
-    sqlx::query_as("SELECT id, tenant_id, secret_hash, expires_at, revoked_at FROM api_keys WHERE public_id = $1")
-        .bind(public_id)
-        .fetch_optional(db)
+    sqlx::query_as(
+        "SELECT id, tenant_id, secret_hash, expires_at, revoked_at, rpm_limit, tpm_limit FROM api_keys WHERE public_id = $1",
+    )
+    .bind(public_id)
+    .fetch_optional(db)
+    .await
+}
+
+/// A key as admins see it: everything but the secret's hash.
+#[derive(Debug, Clone, sqlx::FromRow, Serialize)]
+pub struct KeyInfo {
+    pub id: Uuid,
+    pub tenant_id: Uuid,
+    /// The `rk-<public_id>-…` prefix, enough to recognise a key without revealing it.
+    pub public_id: String,
+    pub name: String,
+    pub created_at: DateTime<Utc>,
+    pub expires_at: Option<DateTime<Utc>>,
+    pub revoked_at: Option<DateTime<Utc>>,
+    pub rpm_limit: Option<i32>,
+    pub tpm_limit: Option<i32>,
+}
+
+const INFO: &str = "id, tenant_id, public_id, name, created_at, expires_at, revoked_at, rpm_limit, tpm_limit";
+
+/// # Errors
+/// Database errors.
+pub async fn list(db: &PgPool, tenant_id: Uuid) -> Result<Vec<KeyInfo>, sqlx::Error> {
+    sqlx::query_as(&format!("SELECT {INFO} FROM api_keys WHERE tenant_id = $1 ORDER BY created_at"))
+        .bind(tenant_id)
+        .fetch_all(db)
         .await
 }
 
 /// # Errors
 /// Database errors.
-pub async fn insert(
-    db: &PgPool,
-    tenant_id: Uuid,
-    public_id: &str,
-    secret_hash: &[u8; 32],
-    name: &str,
-    expires_at: Option<DateTime<Utc>>,
-) -> Result<Uuid, sqlx::Error> {
-    let id = Uuid::now_v7();
-    sqlx::query("INSERT INTO api_keys (id, tenant_id, public_id, secret_hash, name, expires_at) VALUES ($1, $2, $3, $4, $5, $6)")
-        .bind(id)
-        .bind(tenant_id)
-        .bind(public_id)
-        .bind(&secret_hash[..])
-        .bind(name)
-        .bind(expires_at)
-        .execute(db)
-        .await?;
-    Ok(id)
+pub async fn info(tx: &mut sqlx::PgConnection, key_id: Uuid) -> Result<Option<KeyInfo>, sqlx::Error> {
+    sqlx::query_as(&format!("SELECT {INFO} FROM api_keys WHERE id = $1 FOR UPDATE")).bind(key_id).fetch_optional(tx).await
+}
+
+/// What is stored for a new key.
+#[derive(Debug, Clone, Default)]
+pub struct NewKey<'a> {
+    pub name: &'a str,
+    pub expires_at: Option<DateTime<Utc>>,
+    pub rpm_limit: Option<i32>,
+    pub tpm_limit: Option<i32>,
 }
 
 /// # Errors
 /// Database errors.
-pub async fn revoke(db: &PgPool, key_id: Uuid) -> Result<(), sqlx::Error> {
-    sqlx::query("UPDATE api_keys SET revoked_at = now() WHERE id = $1 AND revoked_at IS NULL")
-        .bind(key_id)
-        .execute(db)
-        .await?;
-    Ok(())
+pub async fn insert(
+    tx: &mut sqlx::PgConnection,
+    tenant_id: Uuid,
+    public_id: &str,
+    secret_hash: &[u8; 32],
+    key: &NewKey<'_>,
+) -> Result<KeyInfo, sqlx::Error> {
+    sqlx::query_as(&format!(
+        "INSERT INTO api_keys (id, tenant_id, public_id, secret_hash, name, expires_at, rpm_limit, tpm_limit)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING {INFO}"
+    ))
+    .bind(Uuid::now_v7())
+    .bind(tenant_id)
+    .bind(public_id)
+    .bind(&secret_hash[..])
+    .bind(key.name)
+    .bind(key.expires_at)
+    .bind(key.rpm_limit)
+    .bind(key.tpm_limit)
+    .fetch_one(tx)
+    .await
+}
+
+/// Sets a key's expiry and limits (`None` leaves a field alone; use [`revoke`] to revoke).
+///
+/// # Errors
+/// Database errors.
+pub async fn update(
+    tx: &mut sqlx::PgConnection,
+    key_id: Uuid,
+    expires_at: Option<Option<DateTime<Utc>>>,
+    rpm_limit: Option<Option<i32>>,
+    tpm_limit: Option<Option<i32>>,
+) -> Result<Option<KeyInfo>, sqlx::Error> {
+    sqlx::query_as(&format!(
+        "UPDATE api_keys SET expires_at = CASE WHEN $2 THEN $3 ELSE expires_at END,
+             rpm_limit = CASE WHEN $4 THEN $5 ELSE rpm_limit END, tpm_limit = CASE WHEN $6 THEN $7 ELSE tpm_limit END
+         WHERE id = $1 RETURNING {INFO}"
+    ))
+    .bind(key_id)
+    .bind(expires_at.is_some())
+    .bind(expires_at.flatten())
+    .bind(rpm_limit.is_some())
+    .bind(rpm_limit.flatten())
+    .bind(tpm_limit.is_some())
+    .bind(tpm_limit.flatten())
+    .fetch_optional(tx)
+    .await
+}
+
+/// Revokes a key (idempotent: the first revocation time is kept).
+///
+/// # Errors
+/// Database errors.
+pub async fn revoke(tx: &mut sqlx::PgConnection, key_id: Uuid) -> Result<Option<KeyInfo>, sqlx::Error> {
+    sqlx::query_as(&format!(
+        "UPDATE api_keys SET revoked_at = COALESCE(revoked_at, now()) WHERE id = $1 RETURNING {INFO}"
+    ))
+    .bind(key_id)
+    .fetch_optional(tx)
+    .await
 }

@@ -1,8 +1,12 @@
-//! SQL, and nothing else. Every query binds its values; none is built with `format!`.
+//! SQL, and nothing else. Every value is bound; `format!` only splices constant column lists.
 
+pub mod audit;
 pub mod costs;
+pub mod credits;
+pub mod idempotency;
 pub mod keys;
 pub mod models;
+pub mod reports;
 pub mod tenants;
 
 use std::time::Duration;

@@ -1,9 +1,11 @@
-//! The model catalog and the workers configured for each model.
+//! The model catalog, which tenants may use private models, and the workers configured for each model.
 
 use rust_decimal::Decimal;
+use serde::{Deserialize, Serialize};
 use sqlx::PgPool;
+use uuid::Uuid;
 
-#[derive(Debug, Clone, sqlx::FromRow)]
+#[derive(Debug, Clone, sqlx::FromRow, Serialize)]
 pub struct ModelRow {
     pub id: String,
     pub owned_by: String,
@@ -13,32 +15,134 @@ pub struct ModelRow {
     pub supports_structured_outputs: bool,
     pub supports_tools: bool,
     pub schema_in_prompt: bool,
+    pub public: bool,
     pub created_at: chrono::DateTime<chrono::Utc>,
 }
 
+const COLUMNS: &str = "id, owned_by, context_length, input_price_per_mtok, output_price_per_mtok,
+                       supports_structured_outputs, supports_tools, schema_in_prompt, public, created_at";
+
+/// Enabled models the tenant may use (public ones, and private ones granted to it); without a tenant,
+/// public ones only.
+///
 /// # Errors
 /// Database errors.
-pub async fn list_enabled(db: &PgPool) -> Result<Vec<ModelRow>, sqlx::Error> {
-    sqlx::query_as(
-        "SELECT id, owned_by, context_length, input_price_per_mtok, output_price_per_mtok,
-                supports_structured_outputs, supports_tools, schema_in_prompt, created_at
-         FROM models WHERE enabled ORDER BY id",
-    )
+pub async fn list_visible(db: &PgPool, tenant: Option<Uuid>) -> Result<Vec<ModelRow>, sqlx::Error> {
+    sqlx::query_as(&format!(
+        "SELECT {COLUMNS} FROM models m WHERE enabled
+           AND (public OR EXISTS (SELECT 1 FROM model_access a WHERE a.model_id = m.id AND a.tenant_id = $1))
+         ORDER BY id"
+    ))
+    .bind(tenant)
     .fetch_all(db)
     .await
 }
 
+/// One enabled model, if the tenant may use it (see [`list_visible`]).
+///
 /// # Errors
 /// Database errors.
-pub async fn find_enabled(db: &PgPool, id: &str) -> Result<Option<ModelRow>, sqlx::Error> {
-    sqlx::query_as(
-        "SELECT id, owned_by, context_length, input_price_per_mtok, output_price_per_mtok,
-                supports_structured_outputs, supports_tools, schema_in_prompt, created_at
-         FROM models WHERE enabled AND id = $1",
-    )
+pub async fn find_visible(db: &PgPool, id: &str, tenant: Option<Uuid>) -> Result<Option<ModelRow>, sqlx::Error> {
+    sqlx::query_as(&format!(
+        "SELECT {COLUMNS} FROM models m WHERE enabled AND id = $1
+           AND (public OR EXISTS (SELECT 1 FROM model_access a WHERE a.model_id = m.id AND a.tenant_id = $2))"
+    ))
     .bind(id)
+    .bind(tenant)
     .fetch_optional(db)
     .await
+}
+
+/// A catalog entry as ops see it: every field, enabled or not, and its configured workers.
+#[derive(Debug, Clone, sqlx::FromRow, Serialize)]
+pub struct CatalogEntry {
+    #[sqlx(flatten)]
+    #[serde(flatten)]
+    pub model: ModelRow,
+    pub enabled: bool,
+    pub workers: Vec<String>,
+}
+
+/// # Errors
+/// Database errors.
+pub async fn catalog(db: &mut sqlx::PgConnection, id: Option<&str>) -> Result<Vec<CatalogEntry>, sqlx::Error> {
+    sqlx::query_as(&format!(
+        "SELECT {COLUMNS}, enabled,
+                COALESCE((SELECT array_agg(url ORDER BY url) FROM model_workers w WHERE w.model_id = m.id), '{{}}') AS workers
+         FROM models m WHERE $1::text IS NULL OR id = $1 ORDER BY id"
+    ))
+    .bind(id)
+    .fetch_all(db)
+    .await
+}
+
+/// The fields ops may set; absent ones keep their value (or the column default on create).
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelChange {
+    pub owned_by: Option<String>,
+    pub context_length: Option<i32>,
+    pub input_price_per_mtok: Option<Decimal>,
+    pub output_price_per_mtok: Option<Decimal>,
+    pub enabled: Option<bool>,
+    pub public: Option<bool>,
+    pub supports_structured_outputs: Option<bool>,
+    pub supports_tools: Option<bool>,
+    pub schema_in_prompt: Option<bool>,
+    /// Replaces the configured worker URLs.
+    pub workers: Option<Vec<String>>,
+}
+
+/// Inserts a model (`create`) or changes one, in the caller's transaction. `false` when updating a
+/// model that does not exist.
+///
+/// # Errors
+/// Database errors: a unique violation when creating an existing id, a check violation for a bad value.
+pub async fn write(tx: &mut sqlx::PgConnection, id: &str, change: &ModelChange, create: bool) -> Result<bool, sqlx::Error> {
+    if create {
+        sqlx::query(
+            "INSERT INTO models (id, context_length, input_price_per_mtok, output_price_per_mtok) VALUES ($1, $2, $3, $4)",
+        )
+        .bind(id)
+        .bind(change.context_length)
+        .bind(change.input_price_per_mtok)
+        .bind(change.output_price_per_mtok)
+        .execute(&mut *tx)
+        .await?;
+    }
+    let updated = sqlx::query(
+        "UPDATE models SET owned_by = COALESCE($2, owned_by), context_length = COALESCE($3, context_length),
+             input_price_per_mtok = COALESCE($4, input_price_per_mtok),
+             output_price_per_mtok = COALESCE($5, output_price_per_mtok), enabled = COALESCE($6, enabled),
+             public = COALESCE($7, public),
+             supports_structured_outputs = COALESCE($8, supports_structured_outputs),
+             supports_tools = COALESCE($9, supports_tools), schema_in_prompt = COALESCE($10, schema_in_prompt)
+         WHERE id = $1",
+    )
+    .bind(id)
+    .bind(&change.owned_by)
+    .bind(change.context_length)
+    .bind(change.input_price_per_mtok)
+    .bind(change.output_price_per_mtok)
+    .bind(change.enabled)
+    .bind(change.public)
+    .bind(change.supports_structured_outputs)
+    .bind(change.supports_tools)
+    .bind(change.schema_in_prompt)
+    .execute(&mut *tx)
+    .await?;
+    if updated.rows_affected() == 0 {
+        return Ok(false);
+    }
+    if let Some(workers) = &change.workers {
+        sqlx::query("DELETE FROM model_workers WHERE model_id = $1").bind(id).execute(&mut *tx).await?;
+        sqlx::query("INSERT INTO model_workers (model_id, url) SELECT $1, unnest($2::text[]) ON CONFLICT DO NOTHING")
+            .bind(id)
+            .bind(workers)
+            .execute(&mut *tx)
+            .await?;
+    }
+    Ok(true)
 }
 
 /// Every (model, worker URL) pair configured in the database.
@@ -49,6 +153,22 @@ pub async fn configured_workers(db: &PgPool) -> Result<Vec<(String, String)>, sq
     sqlx::query_as("SELECT model_id, url FROM model_workers").fetch_all(db).await
 }
 
+/// Grants (or with `allow = false` withdraws) a tenant's use of a private model. `false` when nothing
+/// changed.
+///
+/// # Errors
+/// Database errors (a foreign-key violation for an unknown tenant or model).
+pub async fn set_access(tx: &mut sqlx::PgConnection, tenant: Uuid, model: &str, allow: bool) -> Result<bool, sqlx::Error> {
+    let query = if allow {
+        "INSERT INTO model_access (tenant_id, model_id) VALUES ($1, $2) ON CONFLICT DO NOTHING"
+    } else {
+        "DELETE FROM model_access WHERE tenant_id = $1 AND model_id = $2"
+    };
+    Ok(sqlx::query(query).bind(tenant).bind(model).execute(&mut *tx).await?.rows_affected() > 0)
+}
+
+/// The CLI's catalog entry: adds or updates the model and adds the worker URL.
+///
 /// # Errors
 /// Database errors.
 pub async fn upsert(

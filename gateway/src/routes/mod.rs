@@ -1,6 +1,8 @@
 //! HTTP routes. Handlers are thin: parse, call a service, answer.
 
+mod account;
 mod chat;
+mod inference;
 mod models;
 mod responses;
 
@@ -21,6 +23,8 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/models/{*id}", get(models::retrieve))
         .route("/v1/chat/completions", post(chat::create))
         .route("/v1/responses", post(responses::create))
+        .route("/v1/account", get(account::get))
+        .merge(crate::admin::router())
         .route("/health", get(|| async { "ok" }))
         .fallback(|| async { ApiError::NoRoute })
         .layer(DefaultBodyLimit::max(limit))

@@ -4,12 +4,14 @@ use axum::extract::{Path, State};
 use axum::Json;
 use serde_json::{json, Value};
 
+use crate::auth::MaybeCaller;
 use crate::db::models::{self, ModelRow};
 use crate::error::ApiError;
 use crate::state::AppState;
 
-pub(super) async fn list(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
-    let rows = models::list_enabled(&state.db).await?;
+/// Public models to anyone; with a key, also the private models its tenant may use.
+pub(super) async fn list(State(state): State<AppState>, MaybeCaller(caller): MaybeCaller) -> Result<Json<Value>, ApiError> {
+    let rows = models::list_visible(&state.db, caller.map(|c| c.tenant_id)).await?;
     let ready = state.registry.ready_models().await;
     let data: Vec<Value> = rows.iter().map(|m| model_json(m, ready.contains(&m.id))).collect();
     Ok(Json(json!({"object": "list", "data": data})))
@@ -17,8 +19,12 @@ pub(super) async fn list(State(state): State<AppState>) -> Result<Json<Value>, A
 
 /// The id may hold `/` (percent-encoded by the SDKs as `%2F`, or raw from curl): axum decodes the
 /// captured path, and the wildcard takes every segment.
-pub(super) async fn retrieve(State(state): State<AppState>, Path(id): Path<String>) -> Result<Json<Value>, ApiError> {
-    let row = models::find_enabled(&state.db, &id).await?.ok_or(ApiError::ModelNotFound(id))?;
+pub(super) async fn retrieve(
+    State(state): State<AppState>,
+    MaybeCaller(caller): MaybeCaller,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let row = models::find_visible(&state.db, &id, caller.map(|c| c.tenant_id)).await?.ok_or(ApiError::ModelNotFound(id))?;
     let ready = !state.registry.ready(&row.id).await.is_empty();
     Ok(Json(model_json(&row, ready)))
 }

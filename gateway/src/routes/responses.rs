@@ -3,19 +3,22 @@
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::State;
+use axum::http::HeaderMap;
 use axum::response::Response;
 
-use super::chat::json_body;
+use super::inference;
 use crate::auth::Caller;
-use crate::error::ApiError;
-use crate::responses;
+use crate::responses::{self, ENDPOINT_RESPONSES};
 use crate::state::AppState;
 
 pub(super) async fn create(
     State(state): State<AppState>,
     caller: Caller,
+    headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
-) -> Result<Response, ApiError> {
-    let body = json_body(&state, body)?;
-    responses::create(&state, caller, body).await
+) -> Response {
+    inference::serve(state, caller, &headers, ENDPOINT_RESPONSES, body, |state, caller, body| async move {
+        responses::create(&state, caller, body).await
+    })
+    .await
 }

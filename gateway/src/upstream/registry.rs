@@ -8,13 +8,14 @@
 //! replica needs.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::RwLock;
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-use redis::aio::ConnectionManager;
 use redis::AsyncCommands;
 use serde::{Deserialize, Serialize};
 use sqlx::PgPool;
+
+use crate::redis_link::RedisLink;
 
 pub const KEY_PREFIX: &str = "runaii:worker:";
 
@@ -36,7 +37,7 @@ impl WorkerStatus {
 }
 
 pub struct Registry {
-    redis: Option<ConnectionManager>,
+    redis: Arc<RedisLink>,
     db: PgPool,
     http: reqwest::Client,
     probed: RwLock<HashMap<(String, String), WorkerStatus>>,
@@ -56,29 +57,14 @@ fn glob_escape(text: &str) -> String {
 
 impl std::fmt::Debug for Registry {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Registry").field("redis", &self.redis.is_some()).finish_non_exhaustive()
+        f.debug_struct("Registry").finish_non_exhaustive()
     }
 }
 
 impl Registry {
-    /// Connects to Redis; when it is unreachable the registry runs on configured workers alone.
-    ///
-    /// # Errors
-    /// A malformed Redis URL.
-    pub async fn connect(redis_url: &str, db: PgPool, http: reqwest::Client) -> anyhow::Result<Self> {
-        let client = redis::Client::open(redis_url)?;
-        let redis = match tokio::time::timeout(Duration::from_secs(2), ConnectionManager::new(client)).await {
-            Ok(Ok(manager)) => Some(manager),
-            Ok(Err(e)) => {
-                tracing::warn!(error = %e, "redis unreachable; only configured workers are used");
-                None
-            }
-            Err(_) => {
-                tracing::warn!("redis did not answer in 2 s; only configured workers are used");
-                None
-            }
-        };
-        Ok(Self { redis, db, http, probed: RwLock::new(HashMap::new()) })
+    #[must_use]
+    pub fn new(redis: Arc<RedisLink>, db: PgPool, http: reqwest::Client) -> Self {
+        Self { redis, db, http, probed: RwLock::new(HashMap::new()) }
     }
 
     /// Ready workers of one model, least loaded first.
@@ -105,25 +91,25 @@ impl Registry {
     /// Announced workers, of one model or of all. Scoping the scan to the model keeps the per-request
     /// lookup from reading every worker of every model.
     async fn announced(&self, model: Option<&str>) -> Vec<WorkerStatus> {
-        let Some(mut redis) = self.redis.clone() else { return Vec::new() };
         let pattern = match model {
             Some(model) => format!("{KEY_PREFIX}{}:*", glob_escape(model)),
             None => format!("{KEY_PREFIX}*"),
         };
-        let keys: Vec<String> = match redis.scan_match::<_, String>(&pattern).await {
-            Ok(iter) => {
-                use futures::StreamExt;
-                iter.collect().await
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "redis scan failed; using configured workers only");
-                return Vec::new();
-            }
-        };
-        if keys.is_empty() {
-            return Vec::new();
-        }
-        let values: Vec<Option<String>> = redis.mget(&keys).await.unwrap_or_default();
+        // When Redis is unavailable only the configured workers are used.
+        let values = self
+            .redis
+            .run(|mut redis| async move {
+                let keys: Vec<String> = {
+                    use futures::StreamExt;
+                    redis.scan_match::<_, String>(&pattern).await?.collect().await
+                };
+                if keys.is_empty() {
+                    return Ok(Vec::new());
+                }
+                redis.mget::<_, Vec<Option<String>>>(&keys).await
+            })
+            .await
+            .unwrap_or_default();
         values.into_iter().flatten().filter_map(|v| serde_json::from_str(&v).ok()).collect()
     }
 

@@ -7,7 +7,8 @@ use std::path::PathBuf;
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use runaii_gateway::config::{DbArgs, Settings};
+use runaii_gateway::config::{AdminArgs, DbArgs, LimitArgs, Settings};
+use runaii_gateway::ratelimit::RedisFailure;
 use runaii_gateway::Application;
 use serde_json::Value;
 use sqlx::PgPool;
@@ -40,11 +41,42 @@ pub struct TestApp {
     pub db: PgPool,
     pub key: String,
     pub tenant: String,
+    pub tenant_id: uuid::Uuid,
+}
+
+/// The admin JWT secret of test gateways.
+pub const ADMIN_SECRET: &str = "test-admin-secret-of-at-least-32-bytes!";
+
+/// Credit every test tenant starts with, in USD: far more than a test spends.
+pub const TEST_CREDIT: &str = "100";
+
+/// Gateway settings a test may change before [`spawn_app_with`] builds it.
+pub fn test_settings(database_url: String) -> Settings {
+    Settings {
+        db: DbArgs { database_url, db_max_connections: 4 },
+        redis_url: "redis://127.0.0.1:6379".into(),
+        listen: "127.0.0.1:0".parse().unwrap(),
+        max_body_bytes: 1024 * 1024,
+        key_cache_ms: 300,
+        probe_ms: 300,
+        limits: LimitArgs {
+            default_rpm: 10_000,
+            default_tpm: 10_000_000,
+            on_redis_failure: RedisFailure::Open,
+            idempotency_ttl_hours: 24,
+            hold_expiry_s: 7200,
+        },
+        admin: AdminArgs { admin_jwt_secret: Some(ADMIN_SECRET.into()), admin_jwt_public_key: None },
+    }
 }
 
 /// A fresh database, migrated; the embedded model in the catalog served by the shared worker; a tenant
-/// with a key; the gateway on a free port.
+/// with a key and [`TEST_CREDIT`]; the gateway on a free port.
 pub async fn spawn_app() -> TestApp {
+    spawn_app_with(|_| {}).await
+}
+
+pub async fn spawn_app_with(configure: impl FnOnce(&mut Settings)) -> TestApp {
     let name = format!("runaii_test_{}", uuid::Uuid::now_v7().simple());
     let admin = PgPool::connect(ADMIN_DB).await.expect("Postgres on 127.0.0.1:5432 (user postgres)");
     drop_old_databases(&admin).await;
@@ -57,19 +89,14 @@ pub async fn spawn_app() -> TestApp {
     runaii_gateway::db::models::upsert(&db, MODEL, 4096, price("0.10"), price("0.30"), Some(&worker.url)).await.unwrap();
     let tenant = format!("tenant-{}", uuid::Uuid::now_v7().simple());
     let key = create_key(&db, &tenant).await;
+    let tenant_id = grant(&db, &tenant, TEST_CREDIT).await;
 
-    let settings = Settings {
-        db: DbArgs { database_url: url, db_max_connections: 4 },
-        redis_url: "redis://127.0.0.1:6379".into(),
-        listen: "127.0.0.1:0".parse().unwrap(),
-        max_body_bytes: 1024 * 1024,
-        key_cache_ms: 300,
-        probe_ms: 300,
-    };
+    let mut settings = test_settings(url);
+    configure(&mut settings);
     let app = Application::build(settings).await.unwrap();
     let base = format!("http://127.0.0.1:{}", app.port().unwrap());
     tokio::spawn(app.run());
-    TestApp { base, db, key, tenant }
+    TestApp { base, db, key, tenant, tenant_id }
 }
 
 /// Test binaries run one after another: the first test of each drops the databases earlier runs left.
@@ -91,8 +118,27 @@ async fn drop_old_databases(admin: &PgPool) {
 pub async fn create_key(db: &PgPool, tenant: &str) -> String {
     let tenant_id = runaii_gateway::db::tenants::ensure(db, tenant).await.unwrap();
     let (key, public_id, hash) = runaii_gateway::auth::generate();
-    runaii_gateway::db::keys::insert(db, tenant_id, &public_id, &hash, "test", None).await.unwrap();
+    let mut tx = db.begin().await.unwrap();
+    let new = runaii_gateway::db::keys::NewKey { name: "test", ..Default::default() };
+    runaii_gateway::db::keys::insert(&mut tx, tenant_id, &public_id, &hash, &new).await.unwrap();
+    tx.commit().await.unwrap();
     key
+}
+
+/// Grants `amount` USD to the tenant (created when missing); returns its id.
+pub async fn grant(db: &PgPool, tenant: &str, amount: &str) -> uuid::Uuid {
+    let tenant_id = runaii_gateway::db::tenants::ensure(db, tenant).await.unwrap();
+    let mut tx = db.begin().await.unwrap();
+    runaii_gateway::db::credits::grant(&mut tx, tenant_id, amount.parse().unwrap(), "test", "").await.unwrap();
+    tx.commit().await.unwrap();
+    tenant_id
+}
+
+/// An admin JWT signed with [`ADMIN_SECRET`].
+pub fn admin_token(roles: &[&str], tenant_id: Option<uuid::Uuid>) -> String {
+    let exp = chrono::Utc::now().timestamp().unsigned_abs() + 3600;
+    let claims = runaii_gateway::admin::Claims { sub: "tester".into(), exp, roles: roles.iter().map(|r| (*r).to_owned()).collect(), tenant_id };
+    runaii_gateway::admin::issue(ADMIN_SECRET, &claims).unwrap()
 }
 
 pub fn client() -> reqwest::Client {
@@ -102,6 +148,27 @@ pub fn client() -> reqwest::Client {
 impl TestApp {
     pub async fn post(&self, path: &str, body: &Value) -> reqwest::Response {
         client().post(format!("{}{path}", self.base)).bearer_auth(&self.key).json(body).send().await.unwrap()
+    }
+
+    /// POST with another key and extra headers.
+    pub async fn post_as(&self, key: &str, path: &str, body: &Value, headers: &[(&str, &str)]) -> reqwest::Response {
+        let mut request = client().post(format!("{}{path}", self.base)).bearer_auth(key).json(body);
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        request.send().await.unwrap()
+    }
+
+    /// An admin API call with a JWT; returns status and JSON body.
+    pub async fn admin(&self, method: reqwest::Method, path: &str, token: &str, body: Option<&Value>) -> (u16, Value) {
+        let mut request = client().request(method, format!("{}{path}", self.base)).bearer_auth(token);
+        if let Some(body) = body {
+            request = request.json(body);
+        }
+        let r = request.send().await.unwrap();
+        let status = r.status().as_u16();
+        let text = r.text().await.unwrap();
+        (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
     }
 
     pub async fn post_json(&self, path: &str, body: &Value) -> (u16, Value, String) {

@@ -1,0 +1,36 @@
+//! Reading the audit log (admins only).
+
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Json, Query, State};
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::input::{page, page_size, query};
+use super::{Claims, Role};
+use crate::db::audit;
+use crate::error::ApiError;
+use crate::state::AppState;
+
+#[derive(Debug, Deserialize)]
+pub(super) struct AuditQuery {
+    target_type: Option<String>,
+    target_id: Option<String>,
+    cursor: Option<i64>,
+    limit: Option<i64>,
+}
+
+pub(super) async fn list(
+    State(state): State<AppState>,
+    claims: Claims,
+    q: Result<Query<AuditQuery>, QueryRejection>,
+) -> Result<Json<Value>, ApiError> {
+    claims.require(Role::Admin)?;
+    if claims.tenant_id.is_some() {
+        // The log spans every tenant and the catalog.
+        return Err(ApiError::Forbidden("admin (unconfined)"));
+    }
+    let q = query(q)?;
+    let size = page_size(q.limit);
+    let rows = audit::list(&state.db, q.target_type.as_deref(), q.target_id.as_deref(), q.cursor.unwrap_or(0), size + 1).await?;
+    Ok(Json(page(rows, size, |e| e.id.to_string())))
+}

@@ -1,0 +1,201 @@
+//! Finance: cost records (filtered, paginated, or exported as CSV), monthly totals, the credit ledger.
+//! Amounts are decimal strings, exact; a month's CSV sums to its total to the last digit.
+
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Json, Path, Query, State};
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
+use chrono::{DateTime, Datelike, NaiveDate, TimeZone, Utc};
+use serde::Deserialize;
+use serde_json::{json, Value};
+use uuid::Uuid;
+
+use super::input::{page, page_size, query};
+use super::{Claims, Role};
+use crate::db::reports::{self, CostFilter, CostRow};
+use crate::error::ApiError;
+use crate::state::AppState;
+
+#[derive(Debug, Deserialize)]
+pub(super) struct CostQuery {
+    tenant_id: Option<Uuid>,
+    api_key_id: Option<Uuid>,
+    model: Option<String>,
+    status: Option<String>,
+    /// RFC 3339, inclusive.
+    from: Option<DateTime<Utc>>,
+    /// RFC 3339, exclusive.
+    to: Option<DateTime<Utc>>,
+    /// `YYYY-MM`: shorthand for that calendar month (UTC).
+    month: Option<String>,
+    cursor: Option<String>,
+    limit: Option<i64>,
+    /// `csv` for an export of every matching record.
+    format: Option<String>,
+}
+
+/// Rows per query while exporting.
+const EXPORT_PAGE: i64 = 1000;
+
+pub(super) async fn cost_records(
+    State(state): State<AppState>,
+    claims: Claims,
+    q: Result<Query<CostQuery>, QueryRejection>,
+) -> Result<Response, ApiError> {
+    claims.require(Role::Finance)?;
+    let q = query(q)?;
+    let (mut from, mut to) = (q.from, q.to);
+    if let Some(month) = &q.month {
+        let (start, end) = month_range(month)?;
+        from = Some(from.map_or(start, |f| f.max(start)));
+        to = Some(to.map_or(end, |t| t.min(end)));
+    }
+    let mut filter = CostFilter {
+        tenant_id: claims.tenant_scope(q.tenant_id)?,
+        api_key_id: q.api_key_id,
+        model: q.model,
+        status: q.status,
+        from,
+        to,
+        after: q.cursor.as_deref().map(parse_cursor).transpose()?,
+    };
+    if q.format.as_deref() == Some("csv") {
+        let mut csv = String::from(CSV_HEADER);
+        loop {
+            let rows = reports::cost_records(&state.db, &filter, EXPORT_PAGE).await?;
+            for row in &rows {
+                csv_line(&mut csv, row);
+            }
+            match rows.last() {
+                Some(last) if rows.len() as i64 == EXPORT_PAGE => filter.after = Some((last.created_at, last.request_id.clone())),
+                _ => break,
+            }
+        }
+        let disposition = "attachment; filename=\"cost-records.csv\"";
+        return Ok(([(header::CONTENT_TYPE, "text/csv; charset=utf-8"), (header::CONTENT_DISPOSITION, disposition)], csv).into_response());
+    }
+    let size = page_size(q.limit);
+    let rows = reports::cost_records(&state.db, &filter, size + 1).await?;
+    Ok(Json(page(rows, size, cursor_of)).into_response())
+}
+
+/// The cursor is opaque to clients: the last record's time (µs since the epoch) and request id.
+fn cursor_of(row: &CostRow) -> String {
+    format!("{}:{}", row.created_at.timestamp_micros(), row.request_id)
+}
+
+fn parse_cursor(cursor: &str) -> Result<(DateTime<Utc>, String), ApiError> {
+    let bad = || ApiError::invalid("cursor is not one this API returned", "cursor");
+    let (micros, id) = cursor.split_once(':').ok_or_else(bad)?;
+    let at = DateTime::from_timestamp_micros(micros.parse().map_err(|_| bad())?).ok_or_else(bad)?;
+    Ok((at, id.to_owned()))
+}
+
+const CSV_HEADER: &str = "request_id,created_at,tenant_id,api_key_id,model,endpoint,status,http_status,error_code,input_tokens,output_tokens,cost,latency_ms\n";
+
+fn csv_line(out: &mut String, r: &CostRow) {
+    let fields = [
+        csv_field(&r.request_id),
+        r.created_at.to_rfc3339_opts(chrono::SecondsFormat::Micros, true),
+        r.tenant_id.to_string(),
+        r.api_key_id.to_string(),
+        csv_field(&r.model),
+        csv_field(&r.endpoint),
+        csv_field(&r.status),
+        r.http_status.to_string(),
+        csv_field(r.error_code.as_deref().unwrap_or("")),
+        r.input_tokens.to_string(),
+        r.output_tokens.to_string(),
+        r.cost.normalize().to_string(),
+        r.latency_ms.to_string(),
+    ];
+    out.push_str(&fields.join(","));
+    out.push('\n');
+}
+
+/// RFC 4180 quoting, and a leading `'` for text a spreadsheet would run as a formula.
+fn csv_field(text: &str) -> String {
+    let text = if text.starts_with(['=', '+', '-', '@']) { format!("'{text}") } else { text.to_owned() };
+    if text.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", text.replace('"', "\"\""))
+    } else {
+        text
+    }
+}
+
+/// [first instant of the month, first instant of the next), UTC.
+fn month_range(month: &str) -> Result<(DateTime<Utc>, DateTime<Utc>), ApiError> {
+    let bad = || ApiError::invalid("month must be YYYY-MM", "month");
+    let first = NaiveDate::parse_from_str(&format!("{month}-01"), "%Y-%m-%d").map_err(|_| bad())?;
+    let next = if first.month() == 12 {
+        NaiveDate::from_ymd_opt(first.year() + 1, 1, 1)
+    } else {
+        NaiveDate::from_ymd_opt(first.year(), first.month() + 1, 1)
+    }
+    .ok_or_else(bad)?;
+    let at = |d: NaiveDate| d.and_hms_opt(0, 0, 0).map(|t| Utc.from_utc_datetime(&t)).ok_or_else(bad);
+    Ok((at(first)?, at(next)?))
+}
+
+#[derive(Debug, Deserialize)]
+pub(super) struct TotalsQuery {
+    month: String,
+    tenant_id: Option<Uuid>,
+}
+
+/// Per-tenant totals for a calendar month (UTC): requests, tokens and cost, summed exactly.
+pub(super) async fn monthly_totals(
+    State(state): State<AppState>,
+    claims: Claims,
+    q: Result<Query<TotalsQuery>, QueryRejection>,
+) -> Result<Json<Value>, ApiError> {
+    claims.require(Role::Finance)?;
+    let q = query(q)?;
+    let (from, to) = month_range(&q.month)?;
+    let totals = reports::totals(&state.db, claims.tenant_scope(q.tenant_id)?, from, to).await?;
+    let data: Vec<Value> = totals
+        .iter()
+        .map(|t| {
+            json!({"tenant_id": t.tenant_id, "month": q.month, "requests": t.requests, "input_tokens": t.input_tokens,
+                   "output_tokens": t.output_tokens, "cost": t.cost.normalize().to_string(), "currency": "USD"})
+        })
+        .collect();
+    Ok(Json(json!({"object": "list", "data": data})))
+}
+
+#[derive(Debug, Deserialize)]
+pub(super) struct LedgerQuery {
+    cursor: Option<i64>,
+    limit: Option<i64>,
+}
+
+/// Grants and charges of one tenant, oldest first.
+pub(super) async fn credit_ledger(
+    State(state): State<AppState>,
+    claims: Claims,
+    Path(tenant): Path<Uuid>,
+    q: Result<Query<LedgerQuery>, QueryRejection>,
+) -> Result<Json<Value>, ApiError> {
+    claims.require(Role::Finance)?;
+    let q = query(q)?;
+    let tenant = claims.tenant_scope(Some(tenant))?.unwrap_or(tenant);
+    let size = page_size(q.limit);
+    let rows = reports::credit_ledger(&state.db, tenant, q.cursor.unwrap_or(0), size + 1).await?;
+    Ok(Json(page(rows, size, |e| e.id.to_string())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn months_and_csv_fields() {
+        let (from, to) = month_range("2026-12").unwrap();
+        assert_eq!(from.to_rfc3339(), "2026-12-01T00:00:00+00:00");
+        assert_eq!(to.to_rfc3339(), "2027-01-01T00:00:00+00:00");
+        assert!(month_range("2026-13").is_err());
+        assert_eq!(csv_field("a,b"), "\"a,b\"");
+        assert_eq!(csv_field("say \"hi\""), "\"say \"\"hi\"\"\"");
+        assert_eq!(csv_field("=SUM(A1)"), "'=SUM(A1)");
+    }
+}

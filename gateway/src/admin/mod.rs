@@ -1,0 +1,34 @@
+//! The admin API under `/admin/v1`, for ops (the catalog), finance (cost records and totals) and admins
+//! (tenants, keys, credits, model access, the audit log). Every request carries a JWT (see [`token`]);
+//! every change is written to the audit log in the transaction that makes it.
+
+mod audit;
+mod catalog;
+mod finance;
+mod input;
+mod tenants;
+mod token;
+
+use axum::routing::{get, patch, post, put};
+use axum::Router;
+
+pub use token::{issue, Claims, Role, Verifier};
+
+use crate::state::AppState;
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/admin/v1/models", get(catalog::list).post(catalog::create))
+        .route("/admin/v1/models/{*id}", patch(catalog::update))
+        .route("/admin/v1/workers", get(catalog::workers))
+        .route("/admin/v1/cost-records", get(finance::cost_records))
+        .route("/admin/v1/monthly-totals", get(finance::monthly_totals))
+        .route("/admin/v1/tenants", get(tenants::list).post(tenants::create))
+        .route("/admin/v1/tenants/{id}", get(tenants::get))
+        .route("/admin/v1/tenants/{id}/credit-ledger", get(finance::credit_ledger))
+        .route("/admin/v1/tenants/{id}/credits", post(tenants::grant))
+        .route("/admin/v1/tenants/{id}/keys", get(tenants::keys).post(tenants::create_key))
+        .route("/admin/v1/tenants/{id}/models/{*model}", put(tenants::allow_model).delete(tenants::deny_model))
+        .route("/admin/v1/keys/{id}", patch(tenants::update_key).delete(tenants::revoke_key))
+        .route("/admin/v1/audit-log", get(audit::list))
+}

@@ -1,0 +1,105 @@
+//! Credit balances, holds and grants. A balance changes only together with a ledger entry.
+
+use rust_decimal::Decimal;
+use sqlx::PgPool;
+use uuid::Uuid;
+
+/// Holds `amount` of the tenant's available credit (balance − reserved) for a request. `false` when the
+/// tenant does not have that much: one conditional update, so concurrent holds can never overdraw.
+///
+/// # Errors
+/// Database errors.
+pub async fn hold(db: &PgPool, tenant_id: Uuid, request_id: &str, amount: Decimal) -> Result<bool, sqlx::Error> {
+    let held: Option<String> = sqlx::query_scalar(
+        "WITH tenant AS (
+             UPDATE tenants SET reserved = reserved + $3 WHERE id = $1 AND balance - reserved >= $3 RETURNING id)
+         INSERT INTO credit_holds (request_id, tenant_id, amount) SELECT $2, id, $3 FROM tenant
+         RETURNING request_id",
+    )
+    .bind(tenant_id)
+    .bind(request_id)
+    .bind(amount)
+    .fetch_optional(db)
+    .await?;
+    Ok(held.is_some())
+}
+
+/// A tenant's money, exact.
+#[derive(Debug, Clone, Copy, sqlx::FromRow)]
+pub struct Balance {
+    pub balance: Decimal,
+    pub reserved: Decimal,
+}
+
+impl Balance {
+    #[must_use]
+    pub fn available(&self) -> Decimal {
+        self.balance - self.reserved
+    }
+}
+
+/// # Errors
+/// Database errors.
+pub async fn balance(db: &PgPool, tenant_id: Uuid) -> Result<Option<Balance>, sqlx::Error> {
+    sqlx::query_as("SELECT balance, reserved FROM tenants WHERE id = $1").bind(tenant_id).fetch_optional(db).await
+}
+
+/// The balance, locked for the rest of the caller's transaction (to record it before a change).
+///
+/// # Errors
+/// Database errors.
+pub async fn balance_for_update(tx: &mut sqlx::PgConnection, tenant_id: Uuid) -> Result<Option<Balance>, sqlx::Error> {
+    sqlx::query_as("SELECT balance, reserved FROM tenants WHERE id = $1 FOR UPDATE").bind(tenant_id).fetch_optional(tx).await
+}
+
+/// Adds `amount` (negative for an adjustment) to the balance and writes the grant, in the caller's
+/// transaction. `None` when the tenant does not exist.
+///
+/// # Errors
+/// Database errors; a check violation (SQLSTATE 23514) when an adjustment would take the balance below
+/// what is reserved.
+pub async fn grant(
+    tx: &mut sqlx::PgConnection,
+    tenant_id: Uuid,
+    amount: Decimal,
+    actor: &str,
+    note: &str,
+) -> Result<Option<(i64, Balance)>, sqlx::Error> {
+    let Some(after): Option<Balance> =
+        sqlx::query_as("UPDATE tenants SET balance = balance + $2 WHERE id = $1 RETURNING balance, reserved")
+            .bind(tenant_id)
+            .bind(amount)
+            .fetch_optional(&mut *tx)
+            .await?
+    else {
+        return Ok(None);
+    };
+    let id: i64 = sqlx::query_scalar(
+        "INSERT INTO credit_ledger (tenant_id, kind, amount, actor, note) VALUES ($1, 'grant', $2, $3, $4) RETURNING id",
+    )
+    .bind(tenant_id)
+    .bind(amount)
+    .bind(actor)
+    .bind(note)
+    .fetch_one(&mut *tx)
+    .await?;
+    Ok(Some((id, after)))
+}
+
+/// Releases holds older than `older_than_s`: requests whose gateway died before settling. A request
+/// still running that late settles without a hold.
+///
+/// # Errors
+/// Database errors.
+pub async fn release_stale_holds(db: &PgPool, older_than_s: i64) -> Result<u64, sqlx::Error> {
+    let done = sqlx::query(
+        "WITH stale AS (
+             DELETE FROM credit_holds WHERE created_at < now() - make_interval(secs => $1) RETURNING tenant_id, amount),
+         per_tenant AS (SELECT tenant_id, sum(amount) AS amount FROM stale GROUP BY tenant_id)
+         UPDATE tenants SET reserved = reserved - per_tenant.amount FROM per_tenant WHERE tenants.id = per_tenant.tenant_id",
+    )
+    .bind(older_than_s as f64)
+    .execute(db)
+    .await?;
+    Ok(done.rows_affected())
+}

@@ -1,0 +1,126 @@
+//! What finance reads: cost records by filter with keyset pagination, monthly totals, the credit ledger.
+//! Sums are taken by Postgres over NUMERIC, so they are exact.
+
+use chrono::{DateTime, Utc};
+use rust_decimal::Decimal;
+use serde::Serialize;
+use sqlx::PgPool;
+use uuid::Uuid;
+
+#[derive(Debug, Clone, sqlx::FromRow, Serialize)]
+pub struct CostRow {
+    pub request_id: String,
+    pub created_at: DateTime<Utc>,
+    pub tenant_id: Uuid,
+    pub api_key_id: Uuid,
+    pub model: String,
+    pub endpoint: String,
+    pub status: String,
+    pub http_status: i32,
+    pub error_code: Option<String>,
+    pub input_tokens: i32,
+    pub output_tokens: i32,
+    pub cost: Decimal,
+    pub latency_ms: i32,
+}
+
+/// Which records; every field narrows the set.
+#[derive(Debug, Clone, Default)]
+pub struct CostFilter {
+    pub tenant_id: Option<Uuid>,
+    pub api_key_id: Option<Uuid>,
+    pub model: Option<String>,
+    pub status: Option<String>,
+    /// Inclusive.
+    pub from: Option<DateTime<Utc>>,
+    /// Exclusive.
+    pub to: Option<DateTime<Utc>>,
+    /// Records strictly after this (created_at, request_id), in that order.
+    pub after: Option<(DateTime<Utc>, String)>,
+}
+
+/// Up to `limit` records matching `filter`, oldest first.
+///
+/// # Errors
+/// Database errors.
+pub async fn cost_records(db: &PgPool, filter: &CostFilter, limit: i64) -> Result<Vec<CostRow>, sqlx::Error> {
+    let (after_at, after_id) = filter.after.clone().unzip();
+    sqlx::query_as(
+        "SELECT request_id, created_at, tenant_id, api_key_id, model, endpoint, status, http_status, error_code,
+                input_tokens, output_tokens, cost, latency_ms
+         FROM cost_records
+         WHERE ($1::uuid IS NULL OR tenant_id = $1) AND ($2::uuid IS NULL OR api_key_id = $2)
+           AND ($3::text IS NULL OR model = $3) AND ($4::text IS NULL OR status = $4)
+           AND ($5::timestamptz IS NULL OR created_at >= $5) AND ($6::timestamptz IS NULL OR created_at < $6)
+           AND ($7::timestamptz IS NULL OR (created_at, request_id) > ($7, $8::text))
+         ORDER BY created_at, request_id
+         LIMIT $9",
+    )
+    .bind(filter.tenant_id)
+    .bind(filter.api_key_id)
+    .bind(&filter.model)
+    .bind(&filter.status)
+    .bind(filter.from)
+    .bind(filter.to)
+    .bind(after_at)
+    .bind(after_id)
+    .bind(limit)
+    .fetch_all(db)
+    .await
+}
+
+#[derive(Debug, Clone, sqlx::FromRow, Serialize)]
+pub struct MonthlyTotal {
+    pub tenant_id: Uuid,
+    pub requests: i64,
+    pub input_tokens: i64,
+    pub output_tokens: i64,
+    pub cost: Decimal,
+}
+
+/// Per-tenant totals of the records created in [from, to).
+///
+/// # Errors
+/// Database errors.
+pub async fn totals(db: &PgPool, tenant: Option<Uuid>, from: DateTime<Utc>, to: DateTime<Utc>) -> Result<Vec<MonthlyTotal>, sqlx::Error> {
+    sqlx::query_as(
+        "SELECT tenant_id, count(*) AS requests, COALESCE(sum(input_tokens), 0)::bigint AS input_tokens,
+                COALESCE(sum(output_tokens), 0)::bigint AS output_tokens, COALESCE(sum(cost), 0) AS cost
+         FROM cost_records
+         WHERE ($1::uuid IS NULL OR tenant_id = $1) AND created_at >= $2 AND created_at < $3
+         GROUP BY tenant_id ORDER BY tenant_id",
+    )
+    .bind(tenant)
+    .bind(from)
+    .bind(to)
+    .fetch_all(db)
+    .await
+}
+
+#[derive(Debug, Clone, sqlx::FromRow, Serialize)]
+pub struct LedgerEntry {
+    pub id: i64,
+    pub tenant_id: Uuid,
+    pub kind: String,
+    pub amount: Decimal,
+    pub request_id: Option<String>,
+    pub actor: Option<String>,
+    pub note: String,
+    pub created_at: DateTime<Utc>,
+}
+
+/// A tenant's credit ledger after entry `after_id`, oldest first.
+///
+/// # Errors
+/// Database errors.
+pub async fn credit_ledger(db: &PgPool, tenant: Uuid, after_id: i64, limit: i64) -> Result<Vec<LedgerEntry>, sqlx::Error> {
+    sqlx::query_as(
+        "SELECT id, tenant_id, kind, amount, request_id, actor, note, created_at FROM credit_ledger
+         WHERE tenant_id = $1 AND id > $2 ORDER BY id LIMIT $3",
+    )
+    .bind(tenant)
+    .bind(after_id)
+    .bind(limit)
+    .fetch_all(db)
+    .await
+}

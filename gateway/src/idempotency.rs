@@ -1,0 +1,165 @@
+//! `Idempotency-Key` on the inference endpoints.
+//!
+//! The first request with a key claims it in Postgres and runs; its answer is stored with the key. A retry
+//! with the same key and the same body gets the stored answer (`idempotent-replayed: true`) and is not
+//! charged again; the same key with another body is refused (422); a retry while the first still runs is
+//! refused with 409 and `retry-after`, so the work never runs twice.
+//!
+//! A claimed request runs to its end even if the client leaves (that is when a client retries): a
+//! non-streamed one in its own task, a streamed one drained into the store while the client is fed.
+//! An answer a retry could improve on (a 5xx, a refusal for credit or load, a stream that did not
+//! complete) gives the key up instead of being stored.
+
+use axum::body::Body;
+use axum::http::{header, HeaderMap, HeaderName, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use futures::StreamExt;
+use sha2::{Digest, Sha256};
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use uuid::Uuid;
+
+use crate::db::{costs, idempotency};
+use crate::error::ApiError;
+use crate::state::AppState;
+
+const HEADER: &str = "idempotency-key";
+/// A `running` claim older than this was left by a gateway that died; a retry may take it over.
+const STALE_RUNNING_S: i64 = 3600;
+
+/// The key this request holds while it runs.
+#[derive(Debug, Clone)]
+pub struct Claim {
+    tenant: Uuid,
+    key: String,
+}
+
+#[derive(Debug)]
+pub enum Begin {
+    /// Run the request; with a claim when it carried a key.
+    Run(Option<Claim>),
+    /// A retry of a finished request: its stored answer.
+    Replay(Response),
+}
+
+/// Claims the request's key, or answers from what the key holds.
+///
+/// # Errors
+/// 400 for a malformed key, 422 for a key used with another body, 409 while the first request runs.
+pub async fn begin(state: &AppState, tenant: Uuid, headers: &HeaderMap, endpoint: &str, body: &[u8]) -> Result<Begin, ApiError> {
+    let Some(value) = headers.get(HEADER) else { return Ok(Begin::Run(None)) };
+    let key = value
+        .to_str()
+        .ok()
+        .filter(|k| !k.is_empty() && k.len() <= 255)
+        .ok_or_else(|| ApiError::invalid("Idempotency-Key must be 1 to 255 visible ASCII characters", "Idempotency-Key"))?;
+    let hash = Sha256::new().chain_update(endpoint).chain_update([0]).chain_update(body).finalize();
+    let ttl_s = i64::from(state.settings.limits.idempotency_ttl_hours) * 3600;
+    let Some(existing) = idempotency::claim(&state.db, tenant, key, &hash, ttl_s, STALE_RUNNING_S).await? else {
+        return Ok(Begin::Run(Some(Claim { tenant, key: key.to_owned() })));
+    };
+    if existing.request_hash != hash.as_slice() {
+        return Err(ApiError::IdempotencyKeyReused);
+    }
+    if existing.state != "done" {
+        return Err(ApiError::IdempotencyInProgress);
+    }
+    Ok(Begin::Replay(replay(existing)))
+}
+
+fn replay(stored: idempotency::Existing) -> Response {
+    let status = stored.http_status.and_then(|s| u16::try_from(s).ok()).and_then(|s| StatusCode::from_u16(s).ok());
+    let mut response = (status.unwrap_or(StatusCode::OK), stored.body.unwrap_or_default()).into_response();
+    let headers = response.headers_mut();
+    if let Some(v) = stored.content_type.and_then(|c| HeaderValue::from_str(&c).ok()) {
+        headers.insert(header::CONTENT_TYPE, v);
+    }
+    if let Some(v) = stored.request_id.and_then(|id| HeaderValue::from_str(&id).ok()) {
+        headers.insert(HeaderName::from_static("x-request-id"), v);
+    }
+    headers.insert(HeaderName::from_static("idempotent-replayed"), HeaderValue::from_static("true"));
+    response
+}
+
+/// Runs `work` under the claim: to its end whatever the client does, storing or releasing the key.
+pub async fn run_claimed<F>(state: AppState, claim: Claim, work: F) -> Response
+where
+    F: std::future::Future<Output = Response> + Send + 'static,
+{
+    let task = tokio::spawn(async move {
+        let response = work.await;
+        settle(state, claim, response).await
+    });
+    task.await.unwrap_or_else(|e| ApiError::Internal(format!("request task failed: {e}")).into_response())
+}
+
+/// Stores a final answer with the key, or gives the key up.
+async fn settle(state: AppState, claim: Claim, response: Response) -> Response {
+    let status = response.status();
+    let headers = response.headers();
+    let content_type = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("").to_owned();
+    let request_id = headers.get("x-request-id").and_then(|v| v.to_str().ok()).unwrap_or("").to_owned();
+    let retry_may_differ = status.is_server_error()
+        || matches!(status, StatusCode::PAYMENT_REQUIRED | StatusCode::CONFLICT | StatusCode::TOO_MANY_REQUESTS);
+    if retry_may_differ {
+        release(&state, &claim).await;
+        return response;
+    }
+    if content_type.starts_with("text/event-stream") {
+        return tee_stream(state, claim, response, content_type, request_id);
+    }
+    let (parts, body) = response.into_parts();
+    let bytes = match axum::body::to_bytes(body, usize::MAX).await {
+        Ok(bytes) => bytes,
+        Err(e) => {
+            release(&state, &claim).await;
+            return ApiError::Internal(format!("answer unreadable: {e}")).into_response();
+        }
+    };
+    store(&state, &claim, status, &content_type, &request_id, &bytes).await;
+    Response::from_parts(parts, Body::from(bytes))
+}
+
+/// Feeds the client while it stays, drains the stream to its end regardless, then stores it if the
+/// request completed (its cost record says `succeeded`).
+fn tee_stream(state: AppState, claim: Claim, response: Response, content_type: String, request_id: String) -> Response {
+    let (parts, body) = response.into_parts();
+    let (tx, rx) = mpsc::channel::<Result<Bytes, std::io::Error>>(64);
+    tokio::spawn(async move {
+        let mut stream = body.into_data_stream();
+        let mut stored = Vec::new();
+        let mut client = Some(tx);
+        while let Some(chunk) = stream.next().await {
+            let Ok(chunk) = chunk else { break };
+            stored.extend_from_slice(&chunk);
+            if let Some(tx) = &client {
+                if tx.send(Ok(chunk)).await.is_err() {
+                    client = None;
+                }
+            }
+        }
+        let completed = matches!(costs::status_of(&state.db, &request_id).await, Ok(Some(s)) if s == "succeeded");
+        if completed {
+            store(&state, &claim, StatusCode::OK, &content_type, &request_id, &stored).await;
+        } else {
+            release(&state, &claim).await;
+        }
+    });
+    Response::from_parts(parts, Body::from_stream(ReceiverStream::new(rx)))
+}
+
+async fn store(state: &AppState, claim: &Claim, status: StatusCode, content_type: &str, request_id: &str, body: &[u8]) {
+    let stored = idempotency::complete(&state.db, claim.tenant, &claim.key, status.as_u16(), content_type, request_id, body).await;
+    if let Err(e) = stored {
+        // The answer went out and was billed; a retry now runs again rather than waiting forever.
+        tracing::error!(%request_id, error = %e, "idempotent answer not stored");
+        release(state, claim).await;
+    }
+}
+
+async fn release(state: &AppState, claim: &Claim) {
+    if let Err(e) = idempotency::release(&state.db, claim.tenant, &claim.key).await {
+        tracing::error!(error = %e, "idempotency key not released; it frees itself after an hour");
+    }
+}

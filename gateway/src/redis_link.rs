@@ -1,0 +1,123 @@
+//! One Redis connection for the whole gateway, which survives Redis going away.
+//!
+//! `ConnectionManager` reconnects by itself once it exists, but it cannot be created while Redis is
+//! down: a gateway that started during an outage would never use Redis again. `RedisLink` creates it
+//! on first use instead, at most once a second, and every command is bounded by a short timeout so an
+//! unreachable Redis costs a request milliseconds, not seconds.
+
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+
+/// How long one Redis round trip may take before it counts as Redis being unavailable.
+pub const COMMAND_TIMEOUT: Duration = Duration::from_millis(250);
+/// Connection attempts are spaced at least this far apart while Redis is down.
+const RECONNECT_EVERY: Duration = Duration::from_secs(1);
+
+pub struct RedisLink {
+    client: redis::Client,
+    state: Mutex<Link>,
+    connecting: tokio::sync::Mutex<()>,
+}
+
+#[derive(Default)]
+struct Link {
+    manager: Option<ConnectionManager>,
+    /// When Redis last failed; for [`RECONNECT_EVERY`] after it, callers skip Redis without waiting.
+    failed_at: Option<Instant>,
+}
+
+impl std::fmt::Debug for RedisLink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisLink").finish_non_exhaustive()
+    }
+}
+
+impl RedisLink {
+    /// # Errors
+    /// A malformed Redis URL. An unreachable Redis is not an error here.
+    pub async fn new(url: &str) -> anyhow::Result<Self> {
+        let link = Self { client: redis::Client::open(url)?, state: Mutex::default(), connecting: tokio::sync::Mutex::new(()) };
+        if link.connection().await.is_none() {
+            tracing::warn!("redis unreachable at start; will retry on use");
+        }
+        Ok(link)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Link> {
+        self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// True within [`RECONNECT_EVERY`] of a failure.
+    fn backing_off(&self) -> bool {
+        self.lock().failed_at.is_some_and(|at| at.elapsed() < RECONNECT_EVERY)
+    }
+
+    fn failed(&self) {
+        self.lock().failed_at = Some(Instant::now());
+    }
+
+    /// A connection, or `None` while Redis is unreachable.
+    pub async fn connection(&self) -> Option<ConnectionManager> {
+        if let Some(manager) = self.lock().manager.clone() {
+            return Some(manager);
+        }
+        // One task connects; the others wait for its result instead of piling up attempts.
+        let _guard = self.connecting.lock().await;
+        if let Some(manager) = self.lock().manager.clone() {
+            return Some(manager);
+        }
+        if self.backing_off() {
+            return None;
+        }
+        let config = ConnectionManagerConfig::new()
+            .set_connection_timeout(COMMAND_TIMEOUT)
+            .set_response_timeout(COMMAND_TIMEOUT)
+            .set_number_of_retries(1);
+        let made = tokio::time::timeout(COMMAND_TIMEOUT * 2, ConnectionManager::new_with_config(self.client.clone(), config)).await;
+        match made {
+            Ok(Ok(manager)) => {
+                tracing::info!("redis connected");
+                *self.lock() = Link { manager: Some(manager.clone()), failed_at: None };
+                Some(manager)
+            }
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "redis unreachable");
+                self.failed();
+                None
+            }
+            Err(_) => {
+                tracing::warn!("redis did not answer");
+                self.failed();
+                None
+            }
+        }
+    }
+
+    /// Runs one command with the timeout; `None` when Redis is unavailable. After a failure, calls skip
+    /// Redis for a second (the connection manager reconnects meanwhile), so an outage adds no latency.
+    pub async fn run<T, F, Fut>(&self, command: F) -> Option<T>
+    where
+        F: FnOnce(ConnectionManager) -> Fut,
+        Fut: std::future::Future<Output = redis::RedisResult<T>>,
+    {
+        if self.backing_off() {
+            return None;
+        }
+        let connection = self.connection().await?;
+        match tokio::time::timeout(COMMAND_TIMEOUT, command(connection)).await {
+            Ok(Ok(value)) => Some(value),
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "redis command failed");
+                self.failed();
+                None
+            }
+            Err(_) => {
+                tracing::warn!("redis command timed out");
+                self.failed();
+                None
+            }
+        }
+    }
+}

@@ -1,0 +1,250 @@
+//! The admin API: JWT checks, roles, the catalog, tenants and keys, credit grants, finance reports that
+//! reconcile to the last digit, tenant isolation, and an audit entry for every change.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use common::{admin_token, spawn_app, TestApp, ADMIN_SECRET, MODEL};
+use reqwest::Method;
+use rust_decimal::Decimal;
+use serde_json::{json, Value};
+
+fn tiny() -> Value {
+    json!({"model": MODEL, "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 4, "temperature": 0})
+}
+
+fn signed(secret: &str, claims: &Value) -> String {
+    jsonwebtoken::encode(&jsonwebtoken::Header::default(), claims, &jsonwebtoken::EncodingKey::from_secret(secret.as_bytes()).unwrap()).unwrap()
+}
+
+#[tokio::test]
+async fn tokens_are_checked_for_signature_expiry_exp_and_role() {
+    let app = spawn_app().await;
+    let path = "/admin/v1/tenants";
+    let now = chrono::Utc::now().timestamp();
+    let cases = [
+        ("no token", String::new(), 401),
+        ("an API key", app.key.clone(), 401),
+        ("expired", signed(ADMIN_SECRET, &json!({"sub": "x", "exp": now - 120, "roles": ["admin"]})), 401),
+        ("bad signature", signed("another-secret-of-at-least-32-bytes!!", &json!({"sub": "x", "exp": now + 600, "roles": ["admin"]})), 401),
+        ("missing exp", signed(ADMIN_SECRET, &json!({"sub": "x", "roles": ["admin"]})), 401),
+        ("wrong role", admin_token(&["ops"], None), 403),
+        ("right role", admin_token(&["admin"], None), 200),
+    ];
+    for (what, token, want) in cases {
+        let (status, body) = app.admin(Method::GET, path, &token, None).await;
+        assert_eq!(status, want, "{what}: {body}");
+        if want != 200 {
+            let code = body["error"]["code"].as_str().unwrap();
+            assert!(code == "invalid_admin_token" || code == "insufficient_role", "{what}: {body}");
+            assert!(!body.to_string().contains(&app.key), "a presented key is never echoed");
+        }
+    }
+    // The finance role reads tenants but cannot create one.
+    let finance = admin_token(&["finance"], None);
+    assert_eq!(app.admin(Method::GET, path, &finance, None).await.0, 200);
+    let (status, body) = app.admin(Method::POST, path, &finance, Some(&json!({"name": "nope"}))).await;
+    assert_eq!(status, 403, "{body}");
+    assert_eq!(body["error"]["code"], "insufficient_role");
+}
+
+async fn post(app: &TestApp, token: &str, path: &str, body: Value) -> Value {
+    let (status, answer) = app.admin(Method::POST, path, token, Some(&body)).await;
+    assert_eq!(status, 200, "POST {path}: {answer}");
+    answer
+}
+
+#[tokio::test]
+async fn admins_run_tenants_keys_and_credits_and_finance_reconciles_to_the_digit() {
+    let app = spawn_app().await;
+    let admin = admin_token(&["admin"], None);
+    let finance = admin_token(&["finance"], None);
+
+    let tenant = post(&app, &admin, "/admin/v1/tenants", json!({"name": "acme"})).await;
+    let tid = tenant["id"].as_str().unwrap().to_owned();
+    assert_eq!(tenant["balance"], "0");
+    let (status, _) = app.admin(Method::POST, "/admin/v1/tenants", &admin, Some(&json!({"name": "acme"}))).await;
+    assert_eq!(status, 409, "names are unique");
+
+    let key = post(&app, &admin, &format!("/admin/v1/tenants/{tid}/keys"), json!({"name": "prod", "rpm_limit": 100})).await;
+    let secret = key["key"].as_str().unwrap().to_owned();
+    assert!(secret.starts_with("rk-"));
+    let (_, listed) = app.admin(Method::GET, &format!("/admin/v1/tenants/{tid}/keys"), &admin, None).await;
+    assert_eq!(listed["data"].as_array().unwrap().len(), 1);
+    assert!(!listed.to_string().contains(&secret), "the secret is shown once");
+    assert!(listed.to_string().contains(key["public_id"].as_str().unwrap()));
+
+    // No credit yet: 402. Then a grant, and the key works.
+    assert_eq!(app.post_as(&secret, "/v1/chat/completions", &tiny(), &[]).await.status(), 402);
+    let granted = post(&app, &admin, &format!("/admin/v1/tenants/{tid}/credits"), json!({"amount": "0.5", "note": "trial"})).await;
+    assert_eq!(granted["balance"], "0.5");
+    let mut told = Decimal::ZERO;
+    for _ in 0..3 {
+        let r = app.post_as(&secret, "/v1/chat/completions", &tiny(), &[]).await;
+        assert_eq!(r.status(), 200);
+        let body: Value = r.json().await.unwrap();
+        told += serde_json::to_string(&body["usage"]["cost"]).unwrap().parse::<Decimal>().unwrap();
+    }
+
+    // Finance: records by tenant, paginated; a CSV export for the month sums to the monthly total.
+    let month = chrono::Utc::now().format("%Y-%m").to_string();
+    let (status, page1) = app.admin(Method::GET, &format!("/admin/v1/cost-records?tenant_id={tid}&limit=2"), &finance, None).await;
+    assert_eq!(status, 200, "{page1}");
+    assert_eq!(page1["data"].as_array().unwrap().len(), 2);
+    assert_eq!(page1["has_more"], true);
+    let cursor = page1["next_cursor"].as_str().unwrap();
+    let (_, page2) =
+        app.admin(Method::GET, &format!("/admin/v1/cost-records?tenant_id={tid}&limit=2&cursor={cursor}"), &finance, None).await;
+    assert_eq!(page2["data"].as_array().unwrap().len(), 1);
+    assert_eq!(page2["has_more"], false);
+    let ids: Vec<&str> = page1["data"].as_array().unwrap().iter().chain(page2["data"].as_array().unwrap()).map(|r| r["request_id"].as_str().unwrap()).collect();
+    assert_eq!(ids.len(), 3);
+    assert!(ids.windows(2).all(|w| w[0] != w[1]));
+
+    let csv = common::client()
+        .get(format!("{}/admin/v1/cost-records?month={month}&format=csv", app.base))
+        .bearer_auth(&finance)
+        .send()
+        .await
+        .unwrap();
+    assert!(csv.headers()["content-type"].to_str().unwrap().starts_with("text/csv"));
+    let csv = csv.text().await.unwrap();
+    let mut lines = csv.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let (tenant_col, cost_col) = (header.iter().position(|h| *h == "tenant_id").unwrap(), header.iter().position(|h| *h == "cost").unwrap());
+    let mut per_tenant: std::collections::HashMap<String, Decimal> = std::collections::HashMap::new();
+    for line in lines {
+        let fields: Vec<&str> = line.split(',').collect();
+        *per_tenant.entry(fields[tenant_col].to_owned()).or_default() += fields[cost_col].parse::<Decimal>().unwrap();
+    }
+    let (_, totals) = app.admin(Method::GET, &format!("/admin/v1/monthly-totals?month={month}"), &finance, None).await;
+    let totals = totals["data"].as_array().unwrap();
+    assert_eq!(totals.len(), per_tenant.len());
+    for t in totals {
+        let total: Decimal = t["cost"].as_str().unwrap().parse().unwrap();
+        assert_eq!(per_tenant[t["tenant_id"].as_str().unwrap()], total, "CSV sums to the monthly total: {t}");
+    }
+    let acme = totals.iter().find(|t| t["tenant_id"] == tid.as_str()).unwrap();
+    assert_eq!(acme["cost"].as_str().unwrap().parse::<Decimal>().unwrap(), told, "and to what the clients were told");
+    assert_eq!(acme["requests"], 3);
+
+    // The credit ledger explains the balance.
+    let (_, tenant_now) = app.admin(Method::GET, &format!("/admin/v1/tenants/{tid}"), &finance, None).await;
+    let (_, ledger) = app.admin(Method::GET, &format!("/admin/v1/tenants/{tid}/credit-ledger"), &finance, None).await;
+    let ledger_sum: Decimal = ledger["data"].as_array().unwrap().iter().map(|e| e["amount"].as_str().unwrap().parse::<Decimal>().unwrap()).sum();
+    assert_eq!(tenant_now["balance"].as_str().unwrap().parse::<Decimal>().unwrap(), ledger_sum);
+    assert_eq!(ledger_sum, "0.5".parse::<Decimal>().unwrap() - told);
+
+    // Revoking the key stops it (within the key cache's 300 ms).
+    let key_id = key["id"].as_str().unwrap();
+    let (status, revoked) = app.admin(Method::DELETE, &format!("/admin/v1/keys/{key_id}"), &admin, None).await;
+    assert_eq!(status, 200, "{revoked}");
+    assert!(revoked["revoked_at"].is_string());
+    tokio::time::sleep(std::time::Duration::from_millis(400)).await;
+    assert_eq!(app.post_as(&secret, "/v1/chat/completions", &tiny(), &[]).await.status(), 401);
+
+    // Every change is in the audit log, with who and before/after, and never a secret.
+    let (_, audit) = app.admin(Method::GET, "/admin/v1/audit-log", &admin, None).await;
+    let actions: Vec<&str> = audit["data"].as_array().unwrap().iter().map(|e| e["action"].as_str().unwrap()).collect();
+    assert_eq!(actions, ["tenant.create", "key.create", "credits.grant", "key.revoke"]);
+    assert!(audit["data"].as_array().unwrap().iter().all(|e| e["actor"] == "tester"));
+    let revoke = &audit["data"][3];
+    assert!(revoke["before"]["revoked_at"].is_null() && revoke["after"]["revoked_at"].is_string());
+    let text = audit.to_string();
+    let secret_part = secret.rsplit('-').next().unwrap();
+    assert!(!text.contains(secret_part) && !text.contains("secret_hash"), "no secret in the audit log");
+    let (status, _) = app.admin(Method::GET, "/admin/v1/audit-log", &finance, None).await;
+    assert_eq!(status, 403);
+}
+
+#[tokio::test]
+async fn ops_run_the_catalog_and_changes_are_audited() {
+    let app = spawn_app().await;
+    let ops = admin_token(&["ops"], None);
+    let (status, catalog) = app.admin(Method::GET, "/admin/v1/models", &ops, None).await;
+    assert_eq!(status, 200);
+    let ours = catalog["data"].as_array().unwrap().iter().find(|m| m["id"] == MODEL).unwrap();
+    assert_eq!(ours["is_ready"], true);
+    assert_eq!(ours["workers"].as_array().unwrap().len(), 1);
+
+    let created = post(&app, &ops, "/admin/v1/models", json!({"id": "org/new-model", "context_length": 2048, "input_price_per_mtok": "1.5", "output_price_per_mtok": "2"})).await;
+    assert_eq!(created["input_price_per_mtok"].as_str().unwrap().parse::<Decimal>().unwrap(), "1.5".parse::<Decimal>().unwrap());
+    let (status, bad) = app.admin(Method::POST, "/admin/v1/models", &ops, Some(&json!({"id": "x", "context_length": 0, "input_price_per_mtok": "1", "output_price_per_mtok": "1"}))).await;
+    assert_eq!(status, 400, "a zero context is refused: {bad}");
+    assert_eq!(bad["error"]["param"], "context_length");
+
+    // A price change applies to the next request; disabling hides and refuses the model.
+    let (status, _) = app.admin(Method::PATCH, &format!("/admin/v1/models/{MODEL}"), &ops, Some(&json!({"output_price_per_mtok": "3"}))).await;
+    assert_eq!(status, 200);
+    let (_, body, _) = app.post_json("/v1/chat/completions", &tiny()).await;
+    let (input, output) = (body["usage"]["prompt_tokens"].as_u64().unwrap(), body["usage"]["completion_tokens"].as_u64().unwrap());
+    let expected = (Decimal::from(input) * Decimal::new(1, 1) + Decimal::from(output) * Decimal::from(3)) / Decimal::from(1_000_000);
+    assert_eq!(serde_json::to_string(&body["usage"]["cost"]).unwrap().parse::<Decimal>().unwrap(), expected.normalize());
+    let (status, _) = app.admin(Method::PATCH, &format!("/admin/v1/models/{MODEL}"), &ops, Some(&json!({"enabled": false}))).await;
+    assert_eq!(status, 200);
+    let (status, body, _) = app.post_json("/v1/chat/completions", &tiny()).await;
+    assert_eq!(status, 404, "{body}");
+    let (status, _) = app.admin(Method::PATCH, "/admin/v1/models/nope", &ops, Some(&json!({"enabled": true}))).await;
+    assert_eq!(status, 404);
+
+    let (status, workers) = app.admin(Method::GET, "/admin/v1/workers", &ops, None).await;
+    assert_eq!(status, 200);
+    assert!(workers["data"].as_array().unwrap().iter().any(|w| w["model"] == MODEL && w["ready"] == true), "{workers}");
+
+    let admin = admin_token(&["admin"], None);
+    let (_, audit) = app.admin(Method::GET, "/admin/v1/audit-log?target_type=model", &admin, None).await;
+    let entries = audit["data"].as_array().unwrap();
+    assert_eq!(entries.len(), 3, "create, price change, disable: {audit}");
+    assert_eq!(entries[1]["before"]["output_price_per_mtok"], "0.3000000000");
+    assert_eq!(entries[1]["after"]["output_price_per_mtok"], "3.0000000000");
+    assert_eq!(entries[2]["after"]["enabled"], false);
+}
+
+#[tokio::test]
+async fn tenants_never_see_each_others_records_or_private_models() {
+    let app = spawn_app().await;
+    let other_key = common::create_key(&app.db, "other").await;
+    let other_id = common::grant(&app.db, "other", "1").await;
+    assert_eq!(app.post_json("/v1/chat/completions", &tiny()).await.0, 200);
+    assert_eq!(app.post_as(&other_key, "/v1/chat/completions", &tiny(), &[]).await.status(), 200);
+
+    // A finance token confined to one tenant sees its records only, and nothing of the other.
+    let confined = admin_token(&["finance", "admin"], Some(app.tenant_id));
+    let (_, records) = app.admin(Method::GET, "/admin/v1/cost-records", &confined, None).await;
+    let records = records["data"].as_array().unwrap();
+    assert_eq!(records.len(), 1);
+    assert_eq!(records[0]["tenant_id"], app.tenant_id.to_string());
+    let (status, _) = app.admin(Method::GET, &format!("/admin/v1/cost-records?tenant_id={other_id}"), &confined, None).await;
+    assert_eq!(status, 404);
+    let (status, _) = app.admin(Method::GET, &format!("/admin/v1/tenants/{other_id}"), &confined, None).await;
+    assert_eq!(status, 404);
+    let (status, _) = app.admin(Method::POST, &format!("/admin/v1/tenants/{other_id}/credits"), &confined, Some(&json!({"amount": "5"}))).await;
+    assert_eq!(status, 404, "nor grant it credit");
+    let (_, tenants) = app.admin(Method::GET, "/admin/v1/tenants", &confined, None).await;
+    assert_eq!(tenants["data"].as_array().unwrap().len(), 1);
+
+    // A private model is listed and served only to tenants granted it (a worker serves one model id, so
+    // the embedded model itself is made private).
+    let ops = admin_token(&["ops"], None);
+    let (status, _) = app.admin(Method::PATCH, &format!("/admin/v1/models/{MODEL}"), &ops, Some(&json!({"public": false}))).await;
+    assert_eq!(status, 200);
+    let admin = admin_token(&["admin"], None);
+    let (status, _) = app.admin(Method::PUT, &format!("/admin/v1/tenants/{other_id}/models/{MODEL}"), &admin, None).await;
+    assert_eq!(status, 200);
+    let listed = |key: String| {
+        let base = app.base.clone();
+        async move {
+            let list: Value = common::client().get(format!("{base}/v1/models")).bearer_auth(key).send().await.unwrap().json().await.unwrap();
+            list["data"].as_array().unwrap().iter().map(|m| m["id"].as_str().unwrap().to_owned()).collect::<Vec<_>>()
+        }
+    };
+    assert!(!listed(app.key.clone()).await.contains(&MODEL.to_owned()));
+    assert!(listed(other_key.clone()).await.contains(&MODEL.to_owned()));
+    let anonymous: Value = common::client().get(format!("{}/v1/models", app.base)).send().await.unwrap().json().await.unwrap();
+    assert!(!anonymous.to_string().contains(MODEL));
+    let (status, body, _) = app.post_json("/v1/chat/completions", &tiny()).await;
+    assert_eq!(status, 404, "{body}");
+    assert_eq!(body["error"]["code"], "model_not_found");
+    assert_eq!(app.post_as(&other_key, "/v1/chat/completions", &tiny(), &[]).await.status(), 200);
+}
