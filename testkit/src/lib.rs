@@ -122,3 +122,29 @@ pub fn invoice_schema() -> Value {
         "additionalProperties": false
     })
 }
+
+/// The weather tool of the tool-calling tests.
+#[must_use]
+pub fn weather_tool() -> Value {
+    json!({"type": "function", "function": {
+        "name": "get_weather",
+        "description": "Current weather in a city",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}, "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}},
+                       "required": ["city", "unit"], "additionalProperties": false}
+    }})
+}
+
+/// A chat request offering [`weather_tool`], with the given `tool_choice`.
+#[must_use]
+pub fn weather_request(tool_choice: &Value, stream: bool) -> Value {
+    json!({
+        "model": MODEL,
+        "messages": [{"role": "user", "content": "What is the weather in Paris?"}],
+        "tools": [weather_tool()],
+        "tool_choice": tool_choice,
+        "parallel_tool_calls": false,
+        "max_tokens": 80,
+        "temperature": 0,
+        "stream": stream
+    })
+}

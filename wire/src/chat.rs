@@ -31,9 +31,14 @@ pub struct ChatCompletionRequest {
     pub stream_options: Option<StreamOptions>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub response_format: Option<ResponseFormat>,
-    /// Tool definitions. Not executed by the worker yet: a request with tools is refused, not ignored.
+    /// Tool definitions (`{"type": "function", "function": {name, description, parameters}}`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tools: Option<Vec<Value>>,
+    /// `"auto"`, `"required"`, `"none"` or `{"type": "function", "function": {"name": …}}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_choice: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parallel_tool_calls: Option<bool>,
     /// Extension (llama.cpp): a GBNF grammar the answer must match. Exclusive with `response_format`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub grammar: Option<String>,
@@ -187,6 +192,23 @@ pub struct AssistantMessage {
     pub role: String,
     pub content: Option<String>,
     pub refusal: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_calls: Option<Vec<ToolCall>>,
+}
+
+/// One call the model made: `arguments` is a JSON text, as OpenAI sends it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolCall {
+    pub id: String,
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub function: FunctionCall,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FunctionCall {
+    pub name: String,
+    pub arguments: String,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -240,4 +262,7 @@ pub struct Delta {
     pub role: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub content: Option<String>,
+    /// `[{index, id?, type?, function: {name?, arguments}}]`: a call's id and name in its first delta only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_calls: Option<Vec<Value>>,
 }

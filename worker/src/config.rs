@@ -18,6 +18,10 @@ pub struct Settings {
     pub model_id: String,
     #[arg(long, env = "RUNAII_WORKER_ADDR", default_value = "127.0.0.1:8081")]
     pub listen: SocketAddr,
+    /// A Jinja chat template to use instead of the model's own (as llama-server's `--chat-template-file`):
+    /// for models whose GGUF template is missing or wrong. Its text decides the tool-call format.
+    #[arg(long, env = "RUNAII_CHAT_TEMPLATE_FILE")]
+    pub chat_template_file: Option<PathBuf>,
     /// Sequences decoded together in one batch.
     #[arg(long, env = "RUNAII_SLOTS", default_value_t = 8)]
     pub slots: u32,
@@ -64,6 +68,7 @@ impl Settings {
             threads: self.threads.unwrap_or_else(physical_cores),
             queue_depth: self.queue_depth,
             gpu_layers: self.gpu_layers,
+            chat_template_file: self.chat_template_file.clone(),
         }
     }
 }

@@ -12,6 +12,7 @@ pub mod engine;
 pub mod http;
 pub mod model_file;
 pub mod template;
+pub mod tools;
 
 pub use app::Application;
 pub use config::Settings;

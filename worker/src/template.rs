@@ -4,14 +4,23 @@ use llama_cpp_2::model::LlamaModel;
 use minijinja::{context, Environment, Error as JinjaError, ErrorKind};
 use serde::Serialize;
 
+use crate::tools::ToolFormat;
+
 /// ChatML, used when a model ships no template of its own.
 const FALLBACK_TEMPLATE: &str = "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}";
 
-/// A message as templates expect it: role and plain-text content.
-#[derive(Debug, Clone, Serialize)]
+/// A message as templates expect it: role and plain-text content, and for tool-aware templates the calls
+/// an assistant made (arguments as objects, as templates render them) and the call a tool result answers.
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct TemplateMessage {
     pub role: String,
     pub content: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_calls: Option<Vec<serde_json::Value>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -25,6 +34,8 @@ pub struct ChatTemplate {
     eos_token: String,
     /// True when the model's own template mentions tools, i.e. it can render tool definitions.
     pub supports_tools: bool,
+    /// How this template's model writes tool calls.
+    pub tool_format: ToolFormat,
     /// False when the model had no template and ChatML stands in.
     pub from_model: bool,
 }
@@ -33,10 +44,21 @@ impl ChatTemplate {
     /// # Errors
     /// When the model's template does not parse as Jinja.
     pub fn from_model(model: &LlamaModel) -> anyhow::Result<Self> {
+        Self::for_model(model, model.meta_val_str("tokenizer.chat_template").ok())
+    }
+
+    /// The model's tokens with another template's text.
+    ///
+    /// # Errors
+    /// When `source` does not parse as Jinja.
+    pub fn from_model_with(model: &LlamaModel, source: String) -> anyhow::Result<Self> {
+        Self::for_model(model, Some(source))
+    }
+
+    fn for_model(model: &LlamaModel, source: Option<String>) -> anyhow::Result<Self> {
         let vocab = model.vocab();
         let piece = |t| String::from_utf8_lossy(&vocab.token_to_piece(t, true, None)).into_owned();
-        let own = model.meta_val_str("tokenizer.chat_template").ok();
-        Self::new(own, piece(vocab.bos()), piece(vocab.eos()))
+        Self::new(source, piece(vocab.bos()), piece(vocab.eos()))
     }
 
     /// # Errors
@@ -45,6 +67,7 @@ impl ChatTemplate {
         let from_model = source.is_some();
         let source = source.unwrap_or_else(|| FALLBACK_TEMPLATE.to_owned());
         let supports_tools = from_model && source.contains("tools");
+        let tool_format = if from_model { ToolFormat::detect(&source) } else { ToolFormat::Generic };
         let mut env = Environment::new();
         minijinja_contrib::add_to_environment(&mut env);
         env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
@@ -52,7 +75,7 @@ impl ChatTemplate {
             Err(JinjaError::new(ErrorKind::InvalidOperation, message))
         });
         env.add_template_owned("chat", source).map_err(|e| anyhow::anyhow!("the model's chat template does not parse: {e}"))?;
-        Ok(Self { env, bos_token, eos_token, supports_tools, from_model })
+        Ok(Self { env, bos_token, eos_token, supports_tools, tool_format, from_model })
     }
 
     /// The model's BOS token as text (empty when it has none).
@@ -63,11 +86,12 @@ impl ChatTemplate {
 
     /// # Errors
     /// When the template raises (for example on roles it does not allow).
-    pub fn render(&self, messages: &[TemplateMessage]) -> Result<String, TemplateError> {
+    pub fn render(&self, messages: &[TemplateMessage], tools: Option<&[serde_json::Value]>) -> Result<String, TemplateError> {
         let template = self.env.get_template("chat").map_err(|e| TemplateError(e.to_string()))?;
         template
             .render(context! {
                 messages => messages,
+                tools => tools,
                 add_generation_prompt => true,
                 bos_token => self.bos_token,
                 eos_token => self.eos_token,
@@ -81,13 +105,13 @@ mod tests {
     use super::*;
 
     fn msg(role: &str, content: &str) -> TemplateMessage {
-        TemplateMessage { role: role.into(), content: content.into() }
+        TemplateMessage { role: role.into(), content: content.into(), ..Default::default() }
     }
 
     #[test]
     fn fallback_is_chatml() {
         let t = ChatTemplate::new(None, String::new(), String::new()).expect("fallback parses");
-        let out = t.render(&[msg("user", "hi")]).expect("renders");
+        let out = t.render(&[msg("user", "hi")], None).expect("renders");
         assert_eq!(out, "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n");
         assert!(!t.supports_tools);
     }
@@ -96,14 +120,14 @@ mod tests {
     fn raise_exception_becomes_an_error() {
         let src = "{% if messages[0].role != 'user' %}{{ raise_exception('first must be user') }}{% endif %}ok";
         let t = ChatTemplate::new(Some(src.into()), String::new(), String::new()).expect("parses");
-        assert!(t.render(&[msg("assistant", "x")]).is_err());
-        assert_eq!(t.render(&[msg("user", "x")]).expect("renders"), "ok");
+        assert!(t.render(&[msg("assistant", "x")], None).is_err());
+        assert_eq!(t.render(&[msg("user", "x")], None).expect("renders"), "ok");
     }
 
     #[test]
     fn python_string_methods_work() {
         let src = "{{ messages[0].content.strip() }}";
         let t = ChatTemplate::new(Some(src.into()), String::new(), String::new()).expect("parses");
-        assert_eq!(t.render(&[msg("user", "  x  ")]).expect("renders"), "x");
+        assert_eq!(t.render(&[msg("user", "  x  ")], None).expect("renders"), "x");
     }
 }

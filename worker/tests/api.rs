@@ -176,8 +176,8 @@ async fn bad_input_is_a_clear_4xx_and_the_worker_lives() {
     let deep = format!("root ::= {}\"a\"{}", "(".repeat(20_000), ")".repeat(20_000));
     assert_error(json!({"model": MODEL, "messages": user, "grammar": deep}), 400, "grammar_rejected").await;
     assert_error(json!({"model": MODEL, "messages": [{"role": "wizard", "content": "x"}]}), 400, "invalid_value").await;
-    let tool = json!([{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]);
-    assert_error(json!({"model": MODEL, "messages": user, "tools": tool}), 400, "unsupported_parameter").await;
+    let tool = json!([{"type": "retrieval"}]);
+    assert_error(json!({"model": MODEL, "messages": user, "tools": tool}), 400, "invalid_value").await;
 
     let oversized = "x".repeat(5 * 1024 * 1024);
     let r = common::client().post(format!("{base}/v1/chat/completions")).body(oversized).send().await.unwrap();

@@ -1,18 +1,31 @@
-//! OpenAI messages → the plain role/content pairs chat templates render.
+//! OpenAI messages → what chat templates render: role and text, plus the tool calls and results of a
+//! tool conversation, in the shape the model's call format expects.
 
 use runaii_wire::{ChatMessage, MessageContent};
+use serde_json::{json, Value};
 
 use crate::http::ApiError;
 use crate::template::TemplateMessage;
+use crate::tools::{ToolFormat, ToolRequest};
 
-pub(super) fn for_template(messages: &[ChatMessage]) -> Result<Vec<TemplateMessage>, ApiError> {
+pub(super) fn for_template(messages: &[ChatMessage], tools: Option<&ToolRequest>) -> Result<Vec<TemplateMessage>, ApiError> {
     if messages.is_empty() {
         return Err(ApiError::invalid("messages must hold at least one message", "messages"));
     }
-    messages.iter().map(convert).collect()
+    let format = tools.map_or(ToolFormat::Hermes, |t| t.format);
+    let mut out = messages.iter().map(|m| convert(m, format)).collect::<Result<Vec<_>, _>>()?;
+    if let Some(tools) = tools.filter(|t| t.format == ToolFormat::Generic) {
+        // A template without tool support learns of the tools from the system message.
+        let instructions = crate::tools::generic_instructions(tools);
+        match out.first_mut().filter(|m| m.role == "system") {
+            Some(system) => system.content = format!("{}\n\n{instructions}", system.content),
+            None => out.insert(0, TemplateMessage { role: "system".into(), content: instructions, ..Default::default() }),
+        }
+    }
+    Ok(out)
 }
 
-fn convert(message: &ChatMessage) -> Result<TemplateMessage, ApiError> {
+fn convert(message: &ChatMessage, format: ToolFormat) -> Result<TemplateMessage, ApiError> {
     let role = match message.role.as_str() {
         // `developer` replaces `system` for newer OpenAI models; templates only know `system`.
         "system" | "developer" => "system",
@@ -21,7 +34,31 @@ fn convert(message: &ChatMessage) -> Result<TemplateMessage, ApiError> {
         "tool" => "tool",
         other => return Err(ApiError::invalid(format!("unknown message role `{other}`"), "messages")),
     };
-    let content = match &message.content {
+    let content = text(message)?;
+    let calls = message.tool_calls.as_deref().filter(|c| !c.is_empty()).map(calls_for_template).transpose()?;
+    match (role, format) {
+        ("assistant", ToolFormat::Generic) if calls.is_some() => {
+            // The model made these calls in the generic format: show it the JSON it wrote.
+            let calls: Vec<Value> = calls.unwrap_or_default().iter().map(|c| c["function"].clone()).collect();
+            Ok(TemplateMessage { role: role.into(), content: json!({"tool_calls": calls}).to_string(), ..Default::default() })
+        }
+        ("tool", ToolFormat::Generic) => {
+            // Templates without tool support may refuse a `tool` role: the result comes as user text.
+            let id = message.tool_call_id.as_deref().unwrap_or("?");
+            Ok(TemplateMessage { role: "user".into(), content: format!("Result of tool call {id}:\n{content}"), ..Default::default() })
+        }
+        _ => Ok(TemplateMessage {
+            role: role.into(),
+            content,
+            tool_calls: calls,
+            tool_call_id: message.tool_call_id.clone(),
+            name: message.name.clone(),
+        }),
+    }
+}
+
+fn text(message: &ChatMessage) -> Result<String, ApiError> {
+    Ok(match &message.content {
         None => String::new(),
         Some(MessageContent::Text(text)) => text.clone(),
         Some(MessageContent::Parts(parts)) => {
@@ -39,6 +76,23 @@ fn convert(message: &ChatMessage) -> Result<TemplateMessage, ApiError> {
             }
             text
         }
-    };
-    Ok(TemplateMessage { role: role.to_owned(), content })
+    })
+}
+
+/// An assistant's `tool_calls` with `arguments` parsed: templates render them as objects.
+fn calls_for_template(calls: &[Value]) -> Result<Vec<Value>, ApiError> {
+    calls
+        .iter()
+        .map(|call| {
+            let function = &call["function"];
+            let name = function["name"].as_str().ok_or_else(|| ApiError::invalid("a tool call needs function.name", "messages"))?;
+            let arguments = match &function["arguments"] {
+                Value::String(text) => serde_json::from_str(text)
+                    .map_err(|_| ApiError::invalid(format!("the arguments of the call to `{name}` are not JSON"), "messages"))?,
+                Value::Null => json!({}),
+                other => other.clone(),
+            };
+            Ok(json!({"id": call["id"], "type": "function", "function": {"name": name, "arguments": arguments}}))
+        })
+        .collect()
 }

@@ -12,6 +12,7 @@ use tokio::sync::mpsc;
 use crate::constraint::{Compiled, ConstraintSpec, OutputValidator};
 use crate::engine::{Event, Job, Loaded, SamplingParams};
 use crate::http::ApiError;
+use crate::tools::{grammar, Choice, ToolFormat, ToolRequest};
 
 /// A checked request, ready to submit.
 #[derive(Debug)]
@@ -21,11 +22,18 @@ pub struct Prepared {
     pub sampling: SamplingParams,
     pub stop: Vec<String>,
     pub constraint: Option<Arc<Compiled>>,
+    /// The request's tools, when it offers any: the answer is read for calls.
+    pub tools: Option<Arc<ToolRequest>>,
+    /// With tools and `response_format` together, the schema a text answer (not a call) must match.
+    pub answer_validator: Option<Arc<OutputValidator>>,
 }
 
 impl Prepared {
     #[must_use]
     pub fn validator(&self) -> Option<Arc<OutputValidator>> {
+        if self.tools.is_some() {
+            return self.answer_validator.clone();
+        }
         self.constraint.as_ref().and_then(|c| c.validator())
     }
 
@@ -67,11 +75,17 @@ pub async fn prepare(
     if request.n.is_some_and(|n| n != 1) {
         return Err(ApiError::invalid("only n=1 is supported", "n"));
     }
-    if request.tools.as_ref().is_some_and(|t| !t.is_empty()) {
+    let tools = ToolRequest::from_request(
+        request.tools.as_deref(),
+        request.tool_choice.as_ref(),
+        request.parallel_tool_calls,
+        loaded.template.tool_format,
+    )?;
+    if tools.is_some() && !loaded.template.from_model {
         return Err(ApiError::InvalidRequest {
-            message: "tool calling is not supported by this worker yet; send the request without `tools`".into(),
+            message: "this model has no chat template, so it cannot be offered tools".into(),
             param: Some("tools"),
-            code: "unsupported_parameter",
+            code: "tools_unsupported",
         });
     }
     if request.stream_options.is_some() && !request.stream {
@@ -82,11 +96,15 @@ pub async fn prepare(
     if stop.len() > MAX_STOP_SEQUENCES || stop.iter().any(String::is_empty) {
         return Err(ApiError::invalid("stop takes up to 4 non-empty strings", "stop"));
     }
-    let spec = constraint_spec(request)?;
+    let (spec, answer_validator) = match &tools {
+        Some(tools) => tool_constraint(request, tools)?,
+        None => (constraint_spec(request)?, None),
+    };
 
+    let tool_json = tools.as_ref().filter(|t| t.format == ToolFormat::Hermes).map(|t| t.openai_json());
     let rendered = loaded
         .template
-        .render(&messages::for_template(&request.messages)?)
+        .render(&messages::for_template(&request.messages, tools.as_ref())?, tool_json.as_deref())
         .map_err(|e| ApiError::InvalidRequest { message: e.to_string(), param: Some("messages"), code: "invalid_messages" })?;
     let prompt = tokenize(loaded, &rendered);
     let max_tokens = max_tokens(request, prompt.len(), loaded.settings.ctx_per_slot, default_max_tokens)?;
@@ -101,7 +119,37 @@ pub async fn prepare(
             Some(compiled.map_err(|refusal| ApiError::Refused { refusal, param })?)
         }
     };
-    Ok(Prepared { prompt, max_tokens, sampling, stop, constraint })
+    // Under `tool_choice: none` the tools were only described: the answer is read as plain text.
+    let tools = tools.filter(|t| t.choice != Choice::None).map(Arc::new);
+    Ok(Prepared { prompt, max_tokens, sampling, stop, constraint, tools, answer_validator })
+}
+
+/// A tool request's constraint: the tools' grammar (which includes `response_format`), or with
+/// `tool_choice: none` just `response_format`. A text answer under both is checked against the schema.
+fn tool_constraint(request: &ChatCompletionRequest, tools: &ToolRequest) -> Result<(Option<Spec>, Option<Arc<OutputValidator>>), ApiError> {
+    if request.grammar.is_some() {
+        return Err(ApiError::InvalidRequest {
+            message: "tools and grammar cannot be used together; send one".into(),
+            param: Some("grammar"),
+            code: "conflicting_constraints",
+        });
+    }
+    let plain = constraint_spec(request)?;
+    let schema = match &request.response_format {
+        Some(ResponseFormat::JsonSchema { json_schema }) => json_schema.schema.clone(),
+        Some(ResponseFormat::JsonObject) => Some(serde_json::json!({"type": "object"})),
+        _ => None,
+    };
+    let validator = match &schema {
+        Some(schema) => Some(Arc::new(
+            OutputValidator::new(schema).map_err(|refusal| ApiError::Refused { refusal, param: "response_format" })?,
+        )),
+        None => None,
+    };
+    match grammar::lark(tools, schema.as_ref()) {
+        Some(lark) => Ok((Some((ConstraintSpec::Lark(lark), "tools")), validator)),
+        None => Ok((plain, validator)),
+    }
 }
 
 fn sampling(request: &ChatCompletionRequest) -> Result<SamplingParams, ApiError> {
@@ -124,7 +172,10 @@ fn sampling(request: &ChatCompletionRequest) -> Result<SamplingParams, ApiError>
     Ok(SamplingParams { temperature, top_p, top_k, seed })
 }
 
-fn constraint_spec(request: &ChatCompletionRequest) -> Result<Option<(ConstraintSpec, &'static str)>, ApiError> {
+/// A constraint and the request field it came from (named in a refusal).
+type Spec = (ConstraintSpec, &'static str);
+
+fn constraint_spec(request: &ChatCompletionRequest) -> Result<Option<Spec>, ApiError> {
     let format = match &request.response_format {
         None | Some(ResponseFormat::Text) => None,
         Some(ResponseFormat::JsonObject) => Some(ConstraintSpec::JsonObject),

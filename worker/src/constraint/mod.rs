@@ -31,6 +31,8 @@ pub enum ConstraintSpec {
     JsonSchema(Value),
     /// The `grammar` extension: GBNF text with a `root` rule.
     Gbnf(String),
+    /// A grammar in llguidance's Lark dialect, built by the worker (tool calls), never sent by a client.
+    Lark(String),
 }
 
 impl ConstraintSpec {
@@ -45,6 +47,10 @@ impl ConstraintSpec {
             }
             Self::Gbnf(text) => {
                 hasher.update(b"gbnf\0");
+                hasher.update(text.as_bytes());
+            }
+            Self::Lark(text) => {
+                hasher.update(b"lark\0");
                 hasher.update(text.as_bytes());
             }
         }
@@ -183,16 +189,12 @@ impl ConstraintCompiler {
                 gbnf::check(&self.model, text)?;
                 Ok((CompiledGrammar::Gbnf(text.clone()), None))
             }
+            ConstraintSpec::Lark(text) => Ok((self.matcher(TopLevelGrammar::from_lark(text.clone()))?, None)),
         }
     }
 
-    fn compile_schema(&self, schema: &Value) -> Result<(CompiledGrammar, Option<OutputValidator>), Refusal> {
-        let validator = OutputValidator::new(schema)?;
-        let grammar_schema = schema::for_grammar(schema);
-        let parser = self
-            .factory
-            .create_parser(TopLevelGrammar::from_json_schema(grammar_schema))
-            .map_err(|e| Refusal::Unenforceable(first_line(&e.to_string())))?;
+    fn matcher(&self, grammar: TopLevelGrammar) -> Result<CompiledGrammar, Refusal> {
+        let parser = self.factory.create_parser(grammar).map_err(|e| Refusal::Unenforceable(first_line(&e.to_string())))?;
         let mut matcher = Matcher::new(Ok(parser));
         if let Some(err) = matcher.get_error() {
             return Err(Refusal::Unenforceable(first_line(&err)));
@@ -202,7 +204,13 @@ impl ConstraintCompiler {
         if let Some(warning) = matcher.grammar_warnings().into_iter().find(|w| !w.starts_with("oneOf not fully supported")) {
             return Err(Refusal::Unenforceable(warning));
         }
-        Ok((CompiledGrammar::Llguidance(Box::new(matcher)), Some(validator)))
+        Ok(CompiledGrammar::Llguidance(Box::new(matcher)))
+    }
+
+    fn compile_schema(&self, schema: &Value) -> Result<(CompiledGrammar, Option<OutputValidator>), Refusal> {
+        let validator = OutputValidator::new(schema)?;
+        let grammar_schema = schema::for_grammar(schema);
+        Ok((self.matcher(TopLevelGrammar::from_json_schema(grammar_schema))?, Some(validator)))
     }
 }
 

@@ -25,6 +25,7 @@ pub struct LoadSettings {
     pub threads: u32,
     pub queue_depth: usize,
     pub gpu_layers: u32,
+    pub chat_template_file: Option<PathBuf>,
 }
 
 /// Everything the HTTP side needs once the model is up.
@@ -108,7 +109,13 @@ fn load_model(settings: &LoadSettings) -> anyhow::Result<Arc<LlamaModel>> {
 type Started<'m> = (llama_cpp_2::context::LlamaContext<'m>, Arc<Loaded>, mpsc::Receiver<Job>);
 
 fn start<'m>(model: &'m Arc<LlamaModel>, settings: &LoadSettings) -> anyhow::Result<Started<'m>> {
-    let template = ChatTemplate::from_model(model)?;
+    let template = match &settings.chat_template_file {
+        Some(path) => {
+            let source = std::fs::read_to_string(path).map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
+            ChatTemplate::from_model_with(model, source)?
+        }
+        None => ChatTemplate::from_model(model)?,
+    };
     let compiler = ConstraintCompiler::new(Arc::clone(model))?;
     let threads = i32::try_from(settings.threads).unwrap_or(1);
     // Each sequence gets its own `ctx_per_slot` cells: llama.cpp splits n_ctx evenly across n_seq_max

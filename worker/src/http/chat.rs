@@ -8,11 +8,22 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use runaii_wire::{AssistantMessage, ChatCompletion, ChatCompletionRequest, Choice, FinishReason};
+use runaii_wire::{AssistantMessage, ChatCompletion, ChatCompletionRequest, Choice, FinishReason, FunctionCall, ToolCall};
 
 use super::{stream, ApiError, AppState};
 use crate::completion;
 use crate::engine::Event;
+use crate::tools::parse::{self, Call};
+use crate::tools::ToolRequest;
+
+/// A call as OpenAI answers it, with a fresh id.
+pub(super) fn tool_call(call: Call) -> ToolCall {
+    ToolCall {
+        id: format!("call_{}", uuid::Uuid::now_v7().simple()),
+        kind: "function".into(),
+        function: FunctionCall { name: call.name, arguments: call.arguments },
+    }
+}
 
 pub(super) async fn create(State(state): State<AppState>, body: Result<Bytes, BytesRejection>) -> Response {
     let outcome = handle(&state, body).await;
@@ -35,13 +46,14 @@ async fn handle(state: &AppState, body: Result<Bytes, BytesRejection>) -> Result
         state.metrics.record_compile(compiled.compile_time());
     }
     let validator = prepared.validator();
+    let tools = prepared.tools.clone();
     let prepared_prompt_tokens = u32::try_from(prepared.prompt.len()).unwrap_or(u32::MAX);
     let events = prepared.submit(loaded)?;
     let meta = ResponseMeta::new(&request.model);
     if request.stream {
-        return Ok(stream::respond(meta, events, validator, request.include_usage(), prepared_prompt_tokens));
+        return Ok(stream::respond(meta, events, validator, tools, request.include_usage(), prepared_prompt_tokens));
     }
-    collect(meta, events, validator).await.map(|c| Json(c).into_response())
+    collect(meta, events, validator, tools).await.map(|c| Json(c).into_response())
 }
 
 /// Identity shared by every chunk or the single body of one answer.
@@ -69,6 +81,7 @@ async fn collect(
     meta: ResponseMeta,
     mut events: tokio::sync::mpsc::UnboundedReceiver<Event>,
     validator: Option<std::sync::Arc<crate::constraint::OutputValidator>>,
+    tools: Option<std::sync::Arc<ToolRequest>>,
 ) -> Result<ChatCompletion, ApiError> {
     let mut content = String::new();
     while let Some(event) = events.recv().await {
@@ -76,22 +89,27 @@ async fn collect(
             Event::Delta { text, .. } => content.push_str(&text),
             Event::Failed(failure) => return Err(failure.into()),
             Event::Done(done) => {
+                let mut finish_reason = done.finish_reason;
+                let mut message = AssistantMessage { role: "assistant".into(), content: Some(content), refusal: None, tool_calls: None };
+                if let (Some(tools), FinishReason::Stop) = (&tools, finish_reason) {
+                    let parsed = parse::parse(tools, message.content.as_deref().unwrap_or_default())?;
+                    if !parsed.calls.is_empty() {
+                        finish_reason = FinishReason::ToolCalls;
+                        message.tool_calls = Some(parsed.calls.into_iter().map(tool_call).collect());
+                    }
+                    message.content = parsed.content;
+                }
                 // A cut answer is reported as cut (finish_reason "length"); only a complete one is held
-                // to the schema.
-                if let (Some(v), FinishReason::Stop) = (&validator, done.finish_reason) {
-                    v.check(&content)?;
+                // to the schema (with tools: a text answer, not a call).
+                if let (Some(v), FinishReason::Stop) = (&validator, finish_reason) {
+                    v.check(message.content.as_deref().unwrap_or_default())?;
                 }
                 return Ok(ChatCompletion {
                     id: meta.id,
                     object: "chat.completion".into(),
                     created: meta.created,
                     model: meta.model,
-                    choices: vec![Choice {
-                        index: 0,
-                        message: AssistantMessage { role: "assistant".into(), content: Some(content), refusal: None },
-                        logprobs: None,
-                        finish_reason: done.finish_reason,
-                    }],
+                    choices: vec![Choice { index: 0, message, logprobs: None, finish_reason }],
                     usage: done.usage,
                     system_fingerprint: None,
                     timings: Some(done.timings),

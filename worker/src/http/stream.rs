@@ -16,6 +16,9 @@ use tokio_stream::wrappers::ReceiverStream;
 use super::chat::ResponseMeta;
 use super::ApiError;
 use crate::constraint::OutputValidator;
+use crate::tools::parse::{Piece, Splitter};
+use crate::tools::{ToolFormat, ToolRequest};
+use serde_json::json;
 use crate::engine::{Event, Finished};
 
 type Sender = mpsc::Sender<Result<SseEvent, Infallible>>;
@@ -24,11 +27,13 @@ pub(super) fn respond(
     meta: ResponseMeta,
     events: mpsc::UnboundedReceiver<Event>,
     validator: Option<Arc<OutputValidator>>,
+    tools: Option<Arc<ToolRequest>>,
     include_usage: bool,
     prompt_tokens: u32,
 ) -> Response {
     let (tx, rx) = mpsc::channel(64);
-    tokio::spawn(relay(ChunkWriter { meta, include_usage, prompt_tokens }, events, validator, tx));
+    let tools = tools.map(|t| ToolState { splitter: Splitter::new(t.format), request: t, calls: 0 });
+    tokio::spawn(relay(ChunkWriter { meta, include_usage, prompt_tokens }, events, validator, tools, tx));
     Sse::new(ReceiverStream::new(rx)).keep_alive(KeepAlive::default()).into_response()
 }
 
@@ -70,6 +75,36 @@ impl ChunkWriter {
     }
 }
 
+/// A streamed tool request: its splitter, and how many calls went out.
+struct ToolState {
+    request: Arc<ToolRequest>,
+    splitter: Splitter,
+    calls: usize,
+}
+
+impl ToolState {
+    /// Deltas for what the splitter yields: text as `content`; each call as one delta with its index, id
+    /// and name (arguments empty), then one with its arguments.
+    fn deltas(&mut self, pieces: Vec<Piece>) -> Vec<Delta> {
+        let mut out = Vec::new();
+        for piece in pieces {
+            match piece {
+                Piece::Content(text) => out.push(Delta { content: Some(text), ..Delta::default() }),
+                Piece::Call(call) => {
+                    let index = self.calls;
+                    self.calls += 1;
+                    let call = super::chat::tool_call(call);
+                    let head = json!({"index": index, "id": call.id, "type": "function", "function": {"name": call.function.name, "arguments": ""}});
+                    let args = json!({"index": index, "function": {"arguments": call.function.arguments}});
+                    out.push(Delta { tool_calls: Some(vec![head]), ..Delta::default() });
+                    out.push(Delta { tool_calls: Some(vec![args]), ..Delta::default() });
+                }
+            }
+        }
+        out
+    }
+}
+
 fn data<T: serde::Serialize>(value: &T) -> SseEvent {
     SseEvent::default().data(serde_json::to_string(value).unwrap_or_else(|_| "{}".into()))
 }
@@ -80,9 +115,10 @@ async fn relay(
     writer: ChunkWriter,
     mut events: mpsc::UnboundedReceiver<Event>,
     validator: Option<Arc<OutputValidator>>,
+    mut tools: Option<ToolState>,
     tx: Sender,
 ) {
-    let role = Delta { role: Some("assistant".into()), content: Some(String::new()) };
+    let role = Delta { role: Some("assistant".into()), content: Some(String::new()), tool_calls: None };
     if tx.send(Ok(data(&writer.chunk(role, None)))).await.is_err() {
         return;
     }
@@ -97,23 +133,49 @@ async fn relay(
                 if validator.is_some() {
                     content.push_str(&text);
                 }
-                let mut chunk = writer.chunk(Delta { role: None, content: Some(text) }, None);
-                chunk.running_usage = Some(Usage::new(writer.prompt_tokens, completion_tokens));
-                (vec![data(&chunk)], false)
+                let deltas = match &mut tools {
+                    None => Ok(vec![Delta { content: Some(text), ..Delta::default() }]),
+                    Some(state) => state.splitter.push(&state.request, &text).map(|pieces| state.deltas(pieces)),
+                };
+                match deltas {
+                    Ok(deltas) => {
+                        // Every chunk carries the running usage, so a client that leaves is billed for what
+                        // it got. Text held back (a call until it closes) sends nothing yet.
+                        let mut chunks: Vec<ChatCompletionChunk> = deltas.into_iter().map(|d| writer.chunk(d, None)).collect();
+                        for chunk in &mut chunks {
+                            chunk.running_usage = Some(Usage::new(writer.prompt_tokens, completion_tokens));
+                        }
+                        (chunks.iter().map(data).collect(), false)
+                    }
+                    Err(e) => (vec![data(&e.body())], true),
+                }
             }
-            Some(Event::Done(done)) => {
-                let checked = match (&validator, done.finish_reason) {
-                    (Some(v), FinishReason::Stop) => v.check(&content).map_err(ApiError::from),
+            Some(Event::Done(mut done)) => {
+                let mut out = Vec::new();
+                let mut failed = None;
+                if let Some(state) = &mut tools {
+                    match state.splitter.finish(&state.request) {
+                        Ok(pieces) => out.extend(state.deltas(pieces).into_iter().map(|d| data(&writer.chunk(d, None)))),
+                        Err(e) => failed = Some(e),
+                    }
+                    if state.calls > 0 && done.finish_reason == FinishReason::Stop {
+                        done.finish_reason = FinishReason::ToolCalls;
+                        // The text is calls, not an answer to hold to response_format.
+                        content.clear();
+                    }
+                }
+                let checked = match (&validator, done.finish_reason, failed) {
+                    (_, _, Some(e)) => Err(e),
+                    (Some(v), FinishReason::Stop, None) => v.check(&answer_text(&tools, &content)).map_err(ApiError::from),
                     _ => Ok(()),
                 };
-                let out = match checked {
+                match checked {
                     Ok(()) => {
-                        let mut out: Vec<SseEvent> = writer.finals(&done).iter().map(data).collect();
+                        out.extend(writer.finals(&done).iter().map(data));
                         out.push(SseEvent::default().data("[DONE]"));
-                        out
                     }
-                    Err(e) => vec![data(&e.body())],
-                };
+                    Err(e) => out = vec![data(&e.body())],
+                }
                 (out, true)
             }
             Some(Event::Failed(failure)) => (vec![data(&ApiError::from(failure).body())], true),
@@ -127,5 +189,16 @@ async fn relay(
         if ended {
             return;
         }
+    }
+}
+
+/// The text a validator checks: for a generic-format tool answer, the `response` inside the JSON.
+fn answer_text(tools: &Option<ToolState>, content: &str) -> String {
+    match tools {
+        Some(state) if state.request.format == ToolFormat::Generic => crate::tools::parse::parse(&state.request, content)
+            .ok()
+            .and_then(|p| p.content)
+            .unwrap_or_default(),
+        _ => content.to_owned(),
     }
 }

@@ -1,0 +1,133 @@
+//! Tool calling on the real embedded model: the generic JSON format (its own template has no tool
+//! support) and the Hermes format (a Qwen-style template given with `--chat-template-file`).
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use std::sync::OnceLock;
+
+use common::{client, post, start, worker, MODEL};
+use runaii_testkit::{sse_data, weather_request, weather_tool, WorkerProcess};
+use serde_json::{json, Value};
+
+fn hermes_worker() -> &'static WorkerProcess {
+    static WORKER: OnceLock<WorkerProcess> = OnceLock::new();
+    WORKER.get_or_init(|| {
+        let template = runaii_testkit::repo_root().join("worker/tests/data/hermes-template.jinja");
+        start(&["--chat-template-file", template.to_str().unwrap()])
+    })
+}
+
+/// Every call names the weather tool and its arguments validate against its schema.
+fn assert_valid_calls(message: &Value) -> usize {
+    let calls = message["tool_calls"].as_array().unwrap_or_else(|| panic!("no tool_calls: {message}"));
+    let schema = &weather_tool()["function"]["parameters"];
+    for call in calls {
+        assert!(call["id"].as_str().unwrap().starts_with("call_"));
+        assert_eq!(call["type"], "function");
+        assert_eq!(call["function"]["name"], "get_weather");
+        let args: Value = serde_json::from_str(call["function"]["arguments"].as_str().unwrap()).unwrap();
+        assert!(jsonschema::is_valid(schema, &args), "{args}");
+    }
+    calls.len()
+}
+
+#[tokio::test]
+async fn required_and_named_choices_call_the_tool_with_valid_arguments() {
+    for url in [&worker().url, &hermes_worker().url] {
+        for choice in [json!("required"), json!({"type": "function", "function": {"name": "get_weather"}})] {
+            let (status, body) = post(url, &weather_request(&choice, false)).await;
+            assert_eq!(status, 200, "{body}");
+            assert_eq!(body["choices"][0]["finish_reason"], "tool_calls", "{body}");
+            assert_eq!(assert_valid_calls(&body["choices"][0]["message"]), 1, "parallel_tool_calls: false");
+        }
+    }
+}
+
+#[tokio::test]
+async fn none_answers_in_text_and_auto_may_do_either() {
+    for url in [&worker().url, &hermes_worker().url] {
+        let (status, body) = post(url, &weather_request(&json!("none"), false)).await;
+        assert_eq!(status, 200, "{body}");
+        assert!(body["choices"][0]["message"].get("tool_calls").is_none(), "{body}");
+        assert!(body["choices"][0]["message"]["content"].is_string());
+
+        let (status, body) = post(url, &weather_request(&json!("auto"), false)).await;
+        assert_eq!(status, 200, "{body}");
+        let message = &body["choices"][0]["message"];
+        match body["choices"][0]["finish_reason"].as_str().unwrap() {
+            "tool_calls" => {
+                assert_valid_calls(message);
+            }
+            _ => assert!(message["content"].is_string(), "{body}"),
+        }
+    }
+}
+
+#[tokio::test]
+async fn tools_and_response_format_give_a_call_or_matching_json() {
+    let schema = json!({"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"], "additionalProperties": false});
+    for url in [&worker().url, &hermes_worker().url] {
+        let mut req = weather_request(&json!("auto"), false);
+        req["response_format"] = json!({"type": "json_schema", "json_schema": {"name": "a", "schema": schema}});
+        let (status, body) = post(url, &req).await;
+        assert_eq!(status, 200, "{body}");
+        let message = &body["choices"][0]["message"];
+        if body["choices"][0]["finish_reason"] == "tool_calls" {
+            assert_valid_calls(message);
+        } else {
+            let answer: Value = serde_json::from_str(message["content"].as_str().unwrap()).unwrap();
+            assert!(jsonschema::is_valid(&schema, &answer), "{answer}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn streamed_calls_send_id_and_name_once_then_arguments() {
+    for url in [&worker().url, &hermes_worker().url] {
+        let text = client().post(format!("{url}/v1/chat/completions")).json(&weather_request(&json!("required"), true)).send().await.unwrap().text().await.unwrap();
+        let events = sse_data(&text);
+        assert_eq!(events.last().unwrap(), "[DONE]");
+        let chunks: Vec<Value> = events[..events.len() - 1].iter().map(|e| serde_json::from_str(e).unwrap()).collect();
+        let deltas: Vec<&Value> = chunks.iter().filter_map(|c| c["choices"][0]["delta"]["tool_calls"].as_array()).flatten().collect();
+        let heads: Vec<&&Value> = deltas.iter().filter(|d| d.get("id").is_some()).collect();
+        assert_eq!(heads.len(), 1, "one call, its id sent once: {deltas:?}");
+        assert_eq!(heads[0]["function"]["name"], "get_weather");
+        let arguments: String = deltas.iter().filter_map(|d| d["function"]["arguments"].as_str()).collect();
+        let args: Value = serde_json::from_str(&arguments).unwrap();
+        assert!(jsonschema::is_valid(&weather_tool()["function"]["parameters"], &args));
+        assert!(deltas.iter().all(|d| d["index"] == 0));
+        assert!(chunks.iter().any(|c| c["choices"][0]["finish_reason"] == "tool_calls"));
+    }
+}
+
+#[tokio::test]
+async fn a_tool_round_trip_renders_and_bad_tools_are_refused() {
+    for url in [&worker().url, &hermes_worker().url] {
+        let mut req = weather_request(&json!("none"), false);
+        req["messages"] = json!([
+            {"role": "user", "content": "What is the weather in Paris?"},
+            {"role": "assistant", "content": null, "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\":\"Paris\",\"unit\":\"celsius\"}"}}]},
+            {"role": "tool", "tool_call_id": "call_1", "content": "{\"temperature\": 21}"}
+        ]);
+        let (status, body) = post(url, &req).await;
+        assert_eq!(status, 200, "{body}");
+        assert!(body["choices"][0]["message"]["content"].is_string());
+    }
+    let url = &worker().url;
+    let mut unknown = weather_request(&json!({"type": "function", "function": {"name": "nope"}}), false);
+    let (status, body) = post(url, &unknown).await;
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(body["error"]["param"], "tool_choice");
+    unknown["tool_choice"] = json!("auto");
+    unknown["tools"] = json!([{"type": "function", "function": {"name": "f", "parameters": {"type": 5}}}]);
+    let (status, body) = post(url, &unknown).await;
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(body["error"]["param"], "tools");
+    let mut bad_args = weather_request(&json!("none"), false);
+    bad_args["messages"] = json!([{"role": "assistant", "tool_calls": [{"id": "c", "type": "function", "function": {"name": "get_weather", "arguments": "{not json"}}]}]);
+    let (status, _) = post(url, &bad_args).await;
+    assert_eq!(status, 400);
+    let _ = MODEL;
+}
