@@ -14,6 +14,7 @@ pub mod config;
 pub mod db;
 pub mod error;
 pub mod idempotency;
+pub mod messages;
 pub mod ratelimit;
 pub mod redis_link;
 pub mod responses;

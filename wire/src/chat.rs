@@ -185,6 +185,9 @@ pub struct Choice {
     pub message: AssistantMessage,
     pub logprobs: Option<Value>,
     pub finish_reason: FinishReason,
+    /// Extension: the stop sequence that ended the answer (Anthropic's `stop_sequence`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop_sequence: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -254,6 +257,9 @@ pub struct ChunkChoice {
     pub delta: Delta,
     pub logprobs: Option<Value>,
     pub finish_reason: Option<FinishReason>,
+    /// Extension, on the last chunk: the stop sequence that ended the answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop_sequence: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]

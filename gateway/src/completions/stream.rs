@@ -32,6 +32,9 @@ type Tx = mpsc::Sender<Result<Bytes, Infallible>>;
 pub trait Dialect: Send + 'static {
     /// Before the first chunk.
     fn start(&mut self) -> Vec<Bytes>;
+    /// The running token counts, told before each chunk that carries them (for dialects that announce
+    /// the prompt's size up front).
+    fn metered(&mut self, _input_tokens: u32, _output_tokens: u32) {}
     /// A content chunk from the worker (running usage already stripped, id already set).
     fn chunk(&mut self, chunk: Value) -> Vec<Bytes>;
     /// The worker's final usage chunk, after the cost record is committed.
@@ -123,6 +126,7 @@ async fn run(ledger: Ledger, upstream: Upstream, mut dialect: impl Dialect, tx: 
             return fail(&ledger, &metered, &mut dialect, &tx, &message).await;
         }
         metered.take_running(&mut chunk);
+        dialect.metered(metered.input_tokens, metered.output_tokens);
         chunk["id"] = json!(ledger.request_id);
         let is_usage_chunk = chunk["choices"].as_array().is_some_and(Vec::is_empty) && chunk["usage"].is_object();
         if !is_usage_chunk {

@@ -3,6 +3,7 @@
 mod account;
 mod chat;
 mod inference;
+mod messages;
 mod models;
 mod responses;
 
@@ -24,6 +25,11 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/chat/completions", post(chat::create))
         .route("/v1/responses", post(responses::create))
         .route("/v1/account", get(account::get))
+        .merge(
+            Router::new()
+                .route("/v1/messages", post(messages::create))
+                .route_layer(middleware::map_response(crate::messages::errors::rewrite)),
+        )
         .merge(crate::admin::router())
         .route("/health", get(|| async { "ok" }))
         .fallback(|| async { ApiError::NoRoute })

@@ -42,9 +42,11 @@ pub enum Event {
     Failed(EngineFailure),
 }
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Finished {
     pub finish_reason: FinishReason,
+    /// The stop sequence that ended the answer, if one did.
+    pub stop_sequence: Option<String>,
     pub usage: Usage,
     pub timings: Timings,
 }

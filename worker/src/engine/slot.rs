@@ -65,6 +65,7 @@ impl Active {
         let generation_ms = ms(now - first);
         Finished {
             finish_reason,
+            stop_sequence: self.text.matched_stop().map(str::to_owned),
             usage: Usage::new(self.prompt_tokens(), self.generated),
             timings: Timings {
                 queue_ms: ms(self.admitted.saturating_duration_since(self.job.enqueued)),

@@ -7,6 +7,7 @@ pub struct TextAssembler {
     pending_bytes: Vec<u8>,
     held: String,
     stops: Vec<String>,
+    matched: Option<String>,
 }
 
 /// What one step released.
@@ -18,6 +19,12 @@ pub struct Released {
 }
 
 impl TextAssembler {
+    /// The stop sequence that ended the text, once one has.
+    #[must_use]
+    pub fn matched_stop(&self) -> Option<&str> {
+        self.matched.as_deref()
+    }
+
     #[must_use]
     pub fn new(stops: Vec<String>) -> Self {
         Self { stops: stops.into_iter().filter(|s| !s.is_empty()).collect(), ..Self::default() }
@@ -55,6 +62,7 @@ impl TextAssembler {
     fn release(&mut self) -> Released {
         let first_stop = self.stops.iter().filter_map(|s| self.held.find(s.as_str())).min();
         if let Some(at) = first_stop {
+            self.matched = self.stops.iter().find(|s| self.held[at..].starts_with(s.as_str())).cloned();
             let text = self.held[..at].to_owned();
             self.held.clear();
             return Released { text, stopped: true };

@@ -109,7 +109,7 @@ async fn collect(
                     object: "chat.completion".into(),
                     created: meta.created,
                     model: meta.model,
-                    choices: vec![Choice { index: 0, message, logprobs: None, finish_reason }],
+                    choices: vec![Choice { index: 0, message, logprobs: None, finish_reason, stop_sequence: done.stop_sequence }],
                     usage: done.usage,
                     system_fingerprint: None,
                     timings: Some(done.timings),

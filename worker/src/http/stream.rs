@@ -45,7 +45,7 @@ struct ChunkWriter {
 
 impl ChunkWriter {
     fn chunk(&self, delta: Delta, finish_reason: Option<FinishReason>) -> ChatCompletionChunk {
-        self.base(vec![ChunkChoice { index: 0, delta, logprobs: None, finish_reason }])
+        self.base(vec![ChunkChoice { index: 0, delta, logprobs: None, finish_reason, stop_sequence: None }])
     }
 
     fn base(&self, choices: Vec<ChunkChoice>) -> ChatCompletionChunk {
@@ -64,6 +64,7 @@ impl ChunkWriter {
 
     fn finals(&self, done: &Finished) -> Vec<ChatCompletionChunk> {
         let mut last = self.chunk(Delta::default(), Some(done.finish_reason));
+        last.choices[0].stop_sequence.clone_from(&done.stop_sequence);
         last.timings = Some(done.timings);
         let mut chunks = vec![last];
         if self.include_usage {
@@ -155,7 +156,11 @@ async fn relay(
                 let mut failed = None;
                 if let Some(state) = &mut tools {
                     match state.splitter.finish(&state.request) {
-                        Ok(pieces) => out.extend(state.deltas(pieces).into_iter().map(|d| data(&writer.chunk(d, None)))),
+                        Ok(pieces) => out.extend(state.deltas(pieces).into_iter().map(|d| {
+                            let mut chunk = writer.chunk(d, None);
+                            chunk.running_usage = Some(done.usage);
+                            data(&chunk)
+                        })),
                         Err(e) => failed = Some(e),
                     }
                     if state.calls > 0 && done.finish_reason == FinishReason::Stop {
