@@ -32,7 +32,7 @@ async fn post_messages(app: &common::TestApp, body: &Value, by_header: bool) -> 
 #[tokio::test]
 async fn a_tool_round_trip_in_the_messages_dialect_is_metered_per_round() {
     let app = spawn_app().await;
-    let r = post_messages(&app, &weather_messages(json!({"type": "any"}), false), true).await;
+    let r = post_messages(&app, &weather_messages(json!({"type": "any", "disable_parallel_tool_use": true}), false), true).await;
     assert_eq!(r.status(), 200);
     assert!(r.headers()["request-id"].to_str().unwrap().starts_with("msg_"));
     let first: Value = r.json().await.unwrap();
@@ -66,7 +66,7 @@ async fn a_tool_round_trip_in_the_messages_dialect_is_metered_per_round() {
 #[tokio::test]
 async fn streamed_messages_follow_anthropics_event_order() {
     let app = spawn_app().await;
-    let text = post_messages(&app, &weather_messages(json!({"type": "tool", "name": "get_weather"}), true), true).await.text().await.unwrap();
+    let text = post_messages(&app, &weather_messages(json!({"type": "tool", "name": "get_weather", "disable_parallel_tool_use": true}), true), true).await.text().await.unwrap();
     let kinds: Vec<&str> = text.split("\n\n").filter_map(|e| e.lines().next()?.strip_prefix("event: ")).collect();
     assert_eq!(kinds.first(), Some(&"message_start"), "{text}");
     assert_eq!(&kinds[kinds.len() - 2..], ["message_delta", "message_stop"]);

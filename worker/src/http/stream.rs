@@ -155,7 +155,8 @@ async fn relay(
                 let mut out = Vec::new();
                 let mut failed = None;
                 if let Some(state) = &mut tools {
-                    match state.splitter.finish(&state.request) {
+                    let rest = if done.finish_reason == FinishReason::Stop { state.splitter.finish(&state.request) } else { Ok(state.splitter.cut()) };
+                    match rest {
                         Ok(pieces) => out.extend(state.deltas(pieces).into_iter().map(|d| {
                             let mut chunk = writer.chunk(d, None);
                             chunk.running_usage = Some(done.usage);

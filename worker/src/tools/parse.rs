@@ -153,6 +153,16 @@ impl Splitter {
         Ok(out)
     }
 
+    /// The answer was cut (`max_tokens`): the text held back goes out as text, since a cut call is not a
+    /// call (and a cut generic answer is not JSON).
+    pub fn cut(&mut self) -> Vec<Piece> {
+        let rest = std::mem::take(&mut self.pending);
+        if rest.is_empty() || (self.in_call && self.format == ToolFormat::Hermes) {
+            return Vec::new();
+        }
+        vec![Piece::Content(rest)]
+    }
+
     /// The answer ended: whatever is left.
     ///
     /// # Errors
