@@ -147,7 +147,7 @@ export REDIS_URL
 # ---------------------------------------------------------------------------------------------------------
 # 4. Schema and catalog
 RUST_LOG=error "$gateway_bin" migrate >/dev/null
-RUST_LOG=error "$gateway_bin" upsert-model --id "$model_id" --context-length 4096 --input-price 0.10 --output-price 0.30 \
+RUST_LOG=error "$gateway_bin" upsert-model --id "$model_id" --context-length 4096 --input-price 0.10 --output-price 0.30 --supports-tools true \
   --worker-url "http://$worker_addr" >/dev/null
 say "database migrated; model $model_id served by http://$worker_addr"
 

@@ -42,6 +42,10 @@ pub enum Command {
         output_price: rust_decimal::Decimal,
         #[arg(long)]
         worker_url: Option<String>,
+        /// Whether the catalog advertises tool calling for this model (the worker's `/health` says
+        /// `supports_tools` for templates that render tools; every templated model can use the generic format).
+        #[arg(long)]
+        supports_tools: Option<bool>,
     },
     /// Grant credit to a tenant (creating it if missing); the grant goes to the ledger and audit log.
     GrantCredits {

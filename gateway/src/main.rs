@@ -60,9 +60,15 @@ async fn main() -> anyhow::Result<()> {
             println!("{}", admin::issue(&admin_jwt_secret, &claims)?);
             Ok(())
         }
-        Command::UpsertModel { db: args, id, context_length, input_price, output_price, worker_url } => {
+        Command::UpsertModel { db: args, id, context_length, input_price, output_price, worker_url, supports_tools } => {
             let pool = db::connect(&args).await?;
             db::models::upsert(&pool, &id, context_length, input_price, output_price, worker_url.as_deref()).await?;
+            if supports_tools.is_some() {
+                let mut tx = pool.begin().await?;
+                let change = db::models::ModelChange { supports_tools, ..Default::default() };
+                db::models::write(&mut tx, &id, &change, false).await?;
+                tx.commit().await?;
+            }
             println!("model {id} saved");
             Ok(())
         }

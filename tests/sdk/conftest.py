@@ -234,7 +234,7 @@ def stack(tmp_path_factory) -> Stack:
         _cli(gateway_bin, env, "migrate")
         _cli(
             gateway_bin, env, "upsert-model", "--id", MODEL, "--context-length", "4096",
-            "--input-price", "0.10", "--output-price", "0.30", "--worker-url", worker_url,
+            "--input-price", "0.10", "--output-price", "0.30", "--worker-url", worker_url, "--supports-tools", "true",
         )  # fmt: skip
         api_key = _cli(gateway_bin, env, "create-key", "--tenant", "sdk-demo", "--name", "sdk-tests")
         assert api_key.startswith("rk-"), f"create-key printed {api_key!r}"

@@ -87,3 +87,8 @@ def test_tool_round_trip_stream(stack, client, model):
         final = answer.get_final_completion()
     assert text == final.choices[0].message.content
     assert records(stack, request_id) == 1 and records(stack, final.id) == 1
+
+
+def test_catalog_advertises_tools(client, model):
+    listed = client.models.retrieve(model)
+    assert listed.model_extra["supported_parameters"]["tools"] == {"type": "boolean"}
