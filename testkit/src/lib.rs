@@ -129,7 +129,7 @@ pub fn weather_tool() -> Value {
     json!({"type": "function", "function": {
         "name": "get_weather",
         "description": "Current weather in a city",
-        "parameters": {"type": "object", "properties": {"city": {"type": "string"}, "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}},
+        "parameters": {"type": "object", "properties": {"city": {"type": "string", "maxLength": 40}, "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}},
                        "required": ["city", "unit"], "additionalProperties": false}
     }})
 }

@@ -13,7 +13,7 @@ WEATHER = {
     "description": "Current weather in a city",
     "input_schema": {
         "type": "object",
-        "properties": {"city": {"type": "string"}, "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}},
+        "properties": {"city": {"type": "string", "maxLength": 40}, "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}},
         "required": ["city", "unit"],
         "additionalProperties": False,
     },
@@ -90,7 +90,7 @@ def test_streamed_tool_use(stack, claude, model):
 
 
 def test_structured_output(stack, claude, model):
-    schema = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"], "additionalProperties": False}
+    schema = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 30}}, "required": ["city"], "additionalProperties": False}
     message = claude.messages.create(
         model=model,
         max_tokens=60,
