@@ -109,12 +109,14 @@ fn check(change: &ModelChange) -> Result<(), ApiError> {
 pub(super) async fn workers(State(state): State<AppState>, claims: Claims) -> Result<Json<Value>, ApiError> {
     claims.require(Role::Ops)?;
     let configured = models::configured_workers(&state.db).await?;
-    let mut data = Vec::new();
-    for model in state.registry.ready_models().await {
-        for w in state.registry.ready(&model).await {
-            data.push(json!({"model": w.model, "url": w.url, "ready": true, "slots": w.slots, "slots_busy": w.slots_busy, "queue_depth": w.queue_depth}));
-        }
-    }
+    // One scan of the registry for every model, not one per model.
+    let mut data: Vec<Value> = state
+        .registry
+        .all_ready()
+        .await
+        .into_iter()
+        .map(|w| json!({"model": w.model, "url": w.url, "ready": true, "slots": w.slots, "slots_busy": w.slots_busy, "queue_depth": w.queue_depth}))
+        .collect();
     for (model, url) in configured {
         if !data.iter().any(|w| w["url"] == url && w["model"] == model) {
             data.push(json!({"model": model, "url": url, "ready": false}));

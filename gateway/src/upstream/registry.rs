@@ -80,12 +80,21 @@ impl Registry {
         workers
     }
 
+    /// Every ready worker of every model: announced ones, then probed ones not also announced.
+    pub async fn all_ready(&self) -> Vec<WorkerStatus> {
+        let mut workers = self.announced(None).await;
+        let probed = self.probed.read().unwrap_or_else(std::sync::PoisonError::into_inner);
+        for status in probed.values() {
+            if !workers.iter().any(|w| w.url == status.url && w.model == status.model) {
+                workers.push(status.clone());
+            }
+        }
+        workers
+    }
+
     /// Models with at least one ready worker.
     pub async fn ready_models(&self) -> HashSet<String> {
-        let mut models: HashSet<String> = self.announced(None).await.into_iter().map(|w| w.model).collect();
-        let probed = self.probed.read().unwrap_or_else(std::sync::PoisonError::into_inner);
-        models.extend(probed.values().map(|w| w.model.clone()));
-        models
+        self.all_ready().await.into_iter().map(|w| w.model).collect()
     }
 
     /// Announced workers, of one model or of all. Scoping the scan to the model keeps the per-request
