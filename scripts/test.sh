@@ -6,6 +6,7 @@ set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 cd "$root"
 ensure_build_tools
+scripts/check-deploy.sh
 scripts/fetch-model.sh
 cargo test --workspace --locked "$@"
 
