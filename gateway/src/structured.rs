@@ -35,6 +35,28 @@ pub fn check_response_format(format: Option<&Value>) -> Result<(), ApiError> {
     }
 }
 
+/// Every schema in the request (`response_format` and each tool's parameters) within the budget of
+/// [`runaii_wire::schema_budget`] for a model with `context_length` tokens.
+///
+/// # Errors
+/// A 400 `schema_too_complex` naming the limit and the parameter.
+pub fn check_schema_budgets(body: &Value, context_length: i32) -> Result<(), ApiError> {
+    let context = u64::try_from(context_length).unwrap_or(0);
+    let over = |param: &'static str, e: runaii_wire::schema_budget::OverBudget| ApiError::InvalidRequest {
+        message: format!("invalid {param}: {e}"),
+        param: Some(param),
+        code: "schema_too_complex",
+    };
+    if let Some(schema) = json_schema_of(body.get("response_format")) {
+        runaii_wire::schema_budget::check(schema, context).map_err(|e| over("response_format", e))?;
+    }
+    let tools = body.get("tools").and_then(Value::as_array).map_or(&[][..], Vec::as_slice);
+    for parameters in tools.iter().filter_map(|t| t.get("function")?.get("parameters")) {
+        runaii_wire::schema_budget::check(parameters, context).map_err(|e| over("tools", e))?;
+    }
+    Ok(())
+}
+
 /// A schema must be a JSON object that is valid JSON Schema.
 fn check_schema(schema: &Value) -> Result<(), String> {
     if !schema.is_object() {

@@ -6,6 +6,7 @@
 
 pub mod chat;
 pub mod error;
+pub mod schema_budget;
 
 pub use chat::*;
 pub use error::{ErrorBody, ErrorDetail};

@@ -131,7 +131,7 @@ fn compile_times(args: &Args) {
 
     let backend = LlamaBackend::init().unwrap();
     let model = Arc::new(LlamaModel::load_from_file(&backend, &args.model_path, &LlamaModelParams::default()).unwrap());
-    let compiler = ConstraintCompiler::new(model).unwrap();
+    let compiler = ConstraintCompiler::new(model, 4096).unwrap();
     let mut files: Vec<_> = std::fs::read_dir(&args.bench_dir)
         .unwrap()
         .map(|e| e.unwrap().path())

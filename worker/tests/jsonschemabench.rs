@@ -51,7 +51,7 @@ fn schema_support_on_valid_and_invalid_instances() {
     assert_eq!(cases.len(), 200);
     let backend = LlamaBackend::init().unwrap();
     let model = Arc::new(LlamaModel::load_from_file(&backend, common::model_path(), &LlamaModelParams::default()).unwrap());
-    let compiler = ConstraintCompiler::new(Arc::clone(&model)).unwrap();
+    let compiler = ConstraintCompiler::new(Arc::clone(&model), 4096).unwrap();
 
     let (mut compiled_n, mut refused_n) = (0, 0);
     let (mut valid_seen, mut grammar_admits) = (0, 0);

@@ -66,10 +66,12 @@ pub async fn prepare(
 ) -> Result<Prepared, ApiError> {
     let request: ChatCompletionRequest =
         serde_json::from_value(body.clone()).map_err(|e| ApiError::InvalidJson(e.to_string()))?;
-    structured::check_response_format(body.get("response_format"))?;
     let model = models::find_visible(&state.db, &request.model, Some(caller.tenant_id))
         .await?
         .ok_or(ApiError::ModelNotFound(request.model.clone()))?;
+    // The budget first: it is linear, while building a schema validator need not be.
+    structured::check_schema_budgets(&body, model.context_length)?;
+    structured::check_response_format(body.get("response_format"))?;
     if model.schema_in_prompt {
         if let Some(schema) = structured::json_schema_of(body.get("response_format")).cloned() {
             if let Some(messages) = body.get_mut("messages") {

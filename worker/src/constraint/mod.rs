@@ -136,6 +136,8 @@ impl std::fmt::Debug for ActiveConstraint {
 pub struct ConstraintCompiler {
     factory: ParserFactory,
     model: Arc<LlamaModel>,
+    /// The context of one sequence: a schema demanding a longer answer is refused.
+    context_tokens: u64,
     cache: ConstraintCache<Result<Arc<Compiled>, Refusal>>,
 }
 
@@ -154,11 +156,11 @@ impl ConstraintCompiler {
     ///
     /// # Errors
     /// When llguidance cannot build a factory for this vocabulary.
-    pub fn new(model: Arc<LlamaModel>) -> anyhow::Result<Self> {
+    pub fn new(model: Arc<LlamaModel>, context_tokens: u32) -> anyhow::Result<Self> {
         let tok_env = llama_cpp_2::sampling::LlamaSampler::llguidance_tok_env(&model);
         let mut factory = ParserFactory::new_simple(&tok_env)?;
         factory.quiet();
-        Ok(Self { factory, model, cache: ConstraintCache::new(CACHE_ENTRIES) })
+        Ok(Self { factory, model, context_tokens: u64::from(context_tokens), cache: ConstraintCache::new(CACHE_ENTRIES) })
     }
 
     /// Compiles (or fetches from the cache) a constraint. CPU-bound: call from a blocking thread.
@@ -208,6 +210,8 @@ impl ConstraintCompiler {
     }
 
     fn compile_schema(&self, schema: &Value) -> Result<(CompiledGrammar, Option<OutputValidator>), Refusal> {
+        // Linear and cheap, so a schema bomb never reaches the validator or grammar builders.
+        runaii_wire::schema_budget::check(schema, self.context_tokens).map_err(|e| Refusal::Unenforceable(e.0))?;
         let validator = OutputValidator::new(schema)?;
         let grammar_schema = schema::for_grammar(schema);
         Ok((self.matcher(TopLevelGrammar::from_json_schema(grammar_schema))?, Some(validator)))

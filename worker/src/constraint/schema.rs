@@ -32,7 +32,7 @@ impl OutputValidator {
             return Err(Refusal::InvalidSchema("a schema must be a JSON object".into()));
         }
         jsonschema::meta::validate(schema)
-            .map_err(|e| Refusal::InvalidSchema(format!("{e} at {}", e.instance_path)))?;
+            .map_err(|e| Refusal::InvalidSchema(format!("{e} at {}", e.instance_path())))?;
         // Formats are asserted, not just annotated: the grammar enforces them, so the second layer must too.
         let validator = jsonschema::options()
             .should_validate_formats(true)
@@ -53,7 +53,7 @@ impl OutputValidator {
     pub fn check_value(&self, value: &Value) -> Result<(), OutputViolation> {
         match self.validator.validate(value) {
             Ok(()) => Ok(()),
-            Err(e) => Err(OutputViolation::Schema { path: e.instance_path.to_string(), message: e.to_string() }),
+            Err(e) => Err(OutputViolation::Schema { path: e.instance_path().to_string(), message: e.to_string() }),
         }
     }
 }

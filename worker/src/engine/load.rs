@@ -116,7 +116,7 @@ fn start<'m>(model: &'m Arc<LlamaModel>, settings: &LoadSettings) -> anyhow::Res
         }
         None => ChatTemplate::from_model(model)?,
     };
-    let compiler = ConstraintCompiler::new(Arc::clone(model))?;
+    let compiler = ConstraintCompiler::new(Arc::clone(model), settings.ctx_per_slot)?;
     let threads = i32::try_from(settings.threads).unwrap_or(1);
     // Each sequence gets its own `ctx_per_slot` cells: llama.cpp splits n_ctx evenly across n_seq_max
     // when the KV cache is not unified.

@@ -118,6 +118,10 @@ fn tool(index: usize, value: &Value) -> Result<Tool, ApiError> {
     if !parameters.is_object() {
         return Err(bad("`function.parameters` must be a JSON Schema object"));
     }
+    // Only the size limits apply here; the gateway checks minimums against the model's context.
+    if let Err(e) = runaii_wire::schema_budget::check(&parameters, u64::MAX) {
+        return Err(bad(&format!("`function.parameters` is over budget: {e}")));
+    }
     if let Err(e) = jsonschema::options().build(&parameters) {
         return Err(bad(&format!("`function.parameters` is not a valid JSON Schema: {e}")));
     }
