@@ -3,7 +3,8 @@
 //! `auth` (API keys), `routes` (thin handlers), `completions` (the chat service: check, route, meter),
 //! `structured` (response_format checks and schema prompts), `upstream` (worker registry and client),
 //! `billing` (pricing, credit holds and the cost ledger), `ratelimit` (per-key limits in Redis),
-//! `idempotency` (`Idempotency-Key`), `admin` (the JWT-guarded admin API), `db` (SQL only).
+//! `idempotency` (`Idempotency-Key`), `admin` (the JWT-guarded admin API), `db` (SQL only), `openapi`
+//! (the OpenAPI document, from the handlers' attributes).
 
 pub mod admin;
 pub mod app;
@@ -15,6 +16,7 @@ pub mod db;
 pub mod error;
 pub mod idempotency;
 pub mod messages;
+pub mod openapi;
 pub mod ratelimit;
 pub mod redis_link;
 pub mod responses;

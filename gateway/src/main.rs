@@ -1,4 +1,5 @@
-//! `runaii-gateway`: subcommands `serve`, `migrate`, `create-key`, `upsert-model`.
+//! `runaii-gateway`: subcommands `serve`, `migrate`, `openapi`, `create-key`, `upsert-model`, `grant-credits`,
+//! `issue-admin-token`.
 
 use clap::Parser;
 use runaii_gateway::config::{Cli, Command};
@@ -21,6 +22,10 @@ async fn main() -> anyhow::Result<()> {
             let app = Application::build(settings).await?;
             tracing::info!(port = app.port()?, "listening");
             app.run().await
+        }
+        Command::Openapi => {
+            print!("{}", runaii_gateway::openapi::to_json());
+            Ok(())
         }
         Command::Migrate(args) => {
             let pool = db::connect(&args).await?;

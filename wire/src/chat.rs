@@ -2,40 +2,59 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use utoipa::ToSchema;
+
+use crate::openapi;
 
 /// A chat completion request. Only the fields runaii acts on are typed; the rest are ignored.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
 pub struct ChatCompletionRequest {
+    /// A model id from `GET /v1/models`.
+    #[schema(example = "smollm2-135m-instruct")]
     pub model: String,
+    /// The conversation so far.
     pub messages: Vec<ChatMessage>,
+    /// 0 to 2; 1 by default.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 0, maximum = 2)]
     pub temperature: Option<f32>,
+    /// Above 0, at most 1; 1 by default.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(exclusive_minimum = 0, maximum = 1)]
     pub top_p: Option<f32>,
     /// Extension (llama.cpp): keep only the k most likely tokens before sampling.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub top_k: Option<u32>,
+    /// With a seed, the same request samples the same tokens.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seed: Option<i64>,
+    /// Up to 4 non-empty strings; the answer ends before the first one it would contain.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stop: Option<StopSequences>,
+    /// Deprecated spelling of `max_completion_tokens`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_tokens: Option<i64>,
+    /// The most tokens to generate; wins over `max_tokens`. By default what the context leaves.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_completion_tokens: Option<i64>,
+    /// Only 1 is supported.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub n: Option<i64>,
+    /// Answer as server-sent events (`text/event-stream` of `chat.completion.chunk`s, then `data: [DONE]`).
     #[serde(default)]
     pub stream: bool,
+    /// Only with `stream: true`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stream_options: Option<StreamOptions>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub response_format: Option<ResponseFormat>,
     /// Tool definitions (`{"type": "function", "function": {name, description, parameters}}`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(schema_with = openapi::tools)]
     pub tools: Option<Vec<Value>>,
     /// `"auto"`, `"required"`, `"none"` or `{"type": "function", "function": {"name": …}}`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(schema_with = openapi::tool_choice)]
     pub tool_choice: Option<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parallel_tool_calls: Option<bool>,
@@ -57,13 +76,14 @@ impl ChatCompletionRequest {
     }
 }
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
 pub struct StreamOptions {
+    /// Send a last chunk with `choices: []` and the request's `usage` (with `cost`) before `[DONE]`.
     #[serde(default)]
     pub include_usage: bool,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 #[serde(untagged)]
 pub enum StopSequences {
     One(String),
@@ -80,36 +100,46 @@ impl StopSequences {
     }
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct ChatMessage {
+    /// `system`, `developer`, `user`, `assistant` or `tool`.
+    #[schema(example = "user")]
     pub role: String,
     #[serde(default)]
     pub content: Option<MessageContent>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
+    /// An assistant turn's calls, as a chat completion returned them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Vec<ToolCall>>)]
     pub tool_calls: Option<Vec<Value>>,
+    /// On a `tool` message: the call it answers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_call_id: Option<String>,
 }
 
 /// Message content: a plain string or an array of typed parts.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 #[serde(untagged)]
 pub enum MessageContent {
     Text(String),
     Parts(Vec<ContentPart>),
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+/// One part of a message's content. The models read text parts only.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct ContentPart {
+    /// `text`.
     #[serde(rename = "type")]
+    #[schema(example = "text")]
     pub kind: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub text: Option<String>,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+/// How the answer is constrained: free `text`, any `json_object`, or a `json_schema` the answer is
+/// guaranteed to match (grammar-constrained decoding).
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum ResponseFormat {
     Text,
@@ -117,20 +147,25 @@ pub enum ResponseFormat {
     JsonSchema { json_schema: JsonSchemaFormat },
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+/// The schema the answer must match. The gateway requires `name` and `schema` (the worker alone is
+/// more lenient).
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct JsonSchemaFormat {
     #[serde(default)]
+    #[schema(required = true, value_type = String, pattern = "^[a-zA-Z0-9_-]{1,64}$", example = "invoice")]
     pub name: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
+    /// A JSON Schema (draft 2020-12) object.
     #[serde(default)]
+    #[schema(required = true, value_type = Object)]
     pub schema: Option<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub strict: Option<bool>,
 }
 
 /// Why generation ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum FinishReason {
     /// End of turn, end of grammar, or a stop sequence.
@@ -140,7 +175,7 @@ pub enum FinishReason {
     ToolCalls,
 }
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct Usage {
     pub prompt_tokens: u32,
     pub completion_tokens: u32,
@@ -156,7 +191,7 @@ impl Usage {
 
 /// Where the time of one request went, in milliseconds (llama.cpp's `timings` extension, extended with
 /// the time spent waiting for a slot).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct Timings {
     pub queue_ms: f64,
     pub prompt_ms: f64,
@@ -166,23 +201,29 @@ pub struct Timings {
     pub predicted_per_second: f64,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct ChatCompletion {
+    #[schema(example = "chatcmpl-0190b7a8c6f07d3e8a1b2c3d4e5f6a7b")]
     pub id: String,
+    #[schema(pattern = "^chat\\.completion$")]
     pub object: String,
+    /// Unix seconds.
     pub created: i64,
     pub model: String,
     pub choices: Vec<Choice>,
     pub usage: Usage,
+    #[schema(required = true)]
     pub system_fingerprint: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timings: Option<Timings>,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct Choice {
     pub index: u32,
     pub message: AssistantMessage,
+    /// Always null: log probabilities are not returned.
+    #[schema(required = true, value_type = Option<Object>)]
     pub logprobs: Option<Value>,
     pub finish_reason: FinishReason,
     /// Extension: the stop sequence that ended the answer (Anthropic's `stop_sequence`).
@@ -190,46 +231,58 @@ pub struct Choice {
     pub stop_sequence: Option<String>,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct AssistantMessage {
+    #[schema(example = "assistant")]
     pub role: String,
+    /// The answer's text (with a json_schema `response_format`: the JSON, as text); null when the model
+    /// only called tools.
+    #[schema(required = true)]
     pub content: Option<String>,
+    #[schema(required = true)]
     pub refusal: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_calls: Option<Vec<ToolCall>>,
 }
 
 /// One call the model made: `arguments` is a JSON text, as OpenAI sends it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct ToolCall {
     pub id: String,
+    /// `function`.
     #[serde(rename = "type")]
+    #[schema(example = "function")]
     pub kind: String,
     pub function: FunctionCall,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct FunctionCall {
     pub name: String,
+    /// The arguments as a JSON text.
     pub arguments: String,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct ChatCompletionChunk {
     pub id: String,
+    #[schema(pattern = "^chat\\.completion\\.chunk$")]
     pub object: String,
     pub created: i64,
     pub model: String,
+    #[schema(required = true)]
     pub system_fingerprint: Option<String>,
     pub choices: Vec<ChunkChoice>,
     /// Present (as null) on every chunk when usage was asked for, filled on the last one only.
     #[serde(default, skip_serializing_if = "UsageField::is_absent")]
+    #[schema(value_type = Option<Usage>)]
     pub usage: UsageField,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timings: Option<Timings>,
     /// Extension: the request's usage so far, so a gateway can bill a stream the client abandons. The
     /// runaii gateway strips it before chunks reach its clients.
     #[serde(default, rename = "x_runaii_usage", skip_serializing_if = "Option::is_none")]
+    #[schema(ignore)]
     pub running_usage: Option<Usage>,
 }
 
@@ -251,24 +304,29 @@ impl UsageField {
     }
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct ChunkChoice {
     pub index: u32,
     pub delta: Delta,
+    #[schema(required = true, value_type = Option<Object>)]
     pub logprobs: Option<Value>,
+    /// Null until the last chunk of the choice.
+    #[schema(required = true)]
     pub finish_reason: Option<FinishReason>,
     /// Extension, on the last chunk: the stop sequence that ended the answer.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stop_sequence: Option<String>,
 }
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
 pub struct Delta {
+    /// In the first chunk only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub role: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub content: Option<String>,
     /// `[{index, id?, type?, function: {name?, arguments}}]`: a call's id and name in its first delta only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Vec<Object>>)]
     pub tool_calls: Option<Vec<Value>>,
 }

@@ -6,6 +6,7 @@
 
 pub mod chat;
 pub mod error;
+pub mod openapi;
 pub mod schema_budget;
 
 pub use chat::*;

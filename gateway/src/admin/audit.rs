@@ -11,7 +11,8 @@ use crate::db::audit;
 use crate::error::ApiError;
 use crate::state::AppState;
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub(super) struct AuditQuery {
     target_type: Option<String>,
     target_id: Option<String>,
@@ -19,6 +20,23 @@ pub(super) struct AuditQuery {
     limit: Option<i64>,
 }
 
+#[utoipa::path(
+    get,
+    path = "/admin/v1/audit-log",
+    tag = "admin",
+    operation_id = "adminAuditLog",
+    summary = "Read the audit log",
+    description = "Role: admin, with a token not confined to a tenant. Every change made through the admin API and the CLI.",
+    params(AuditQuery),
+    security(("admin_jwt" = [])),
+    responses(
+        (status = 200, description = "Changes, oldest first", body = crate::openapi::admin::AuditPage),
+        (status = 400, response = crate::openapi::errors::AdminBadRequest),
+        (status = 401, response = crate::openapi::errors::AdminUnauthorized),
+        (status = 403, response = crate::openapi::errors::AdminForbidden),
+        (status = 503, response = crate::openapi::errors::AdminUnavailable),
+    )
+)]
 pub(super) async fn list(
     State(state): State<AppState>,
     claims: Claims,

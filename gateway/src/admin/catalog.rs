@@ -8,10 +8,25 @@ use serde_json::{json, Value};
 use super::input::{body, db_error, snapshot};
 use super::{Claims, Role};
 use crate::db::audit::{self, Change};
-use crate::db::models::{self, ModelChange};
+use crate::db::models::{self, CatalogEntry, ModelChange};
 use crate::error::ApiError;
 use crate::state::AppState;
 
+#[utoipa::path(
+    get,
+    path = "/admin/v1/models",
+    tag = "admin",
+    operation_id = "adminListModels",
+    summary = "List the catalog",
+    description = "Role: ops. Every model, enabled or not, with prices, flags, configured workers and readiness.",
+    security(("admin_jwt" = [])),
+    responses(
+        (status = 200, description = "Every model, enabled or not", body = crate::openapi::admin::CatalogList),
+        (status = 401, response = crate::openapi::errors::AdminUnauthorized),
+        (status = 403, response = crate::openapi::errors::AdminForbidden),
+        (status = 503, response = crate::openapi::errors::AdminUnavailable),
+    )
+)]
 pub(super) async fn list(State(state): State<AppState>, claims: Claims) -> Result<Json<Value>, ApiError> {
     claims.require(Role::Ops)?;
     let entries = models::catalog(&mut *state.db.acquire().await?, None).await?;
@@ -34,6 +49,24 @@ pub(super) struct NewModel {
     change: ModelChange,
 }
 
+#[utoipa::path(
+    post,
+    path = "/admin/v1/models",
+    tag = "admin",
+    operation_id = "adminCreateModel",
+    summary = "Add a model",
+    description = "Role: ops. Prices are USD per million tokens: at least 0, below 10^10, at most 10 decimals (never rounded).",
+    request_body(content = crate::openapi::admin::NewCatalogModel, content_type = "application/json"),
+    security(("admin_jwt" = [])),
+    responses(
+        (status = 200, description = "The new catalog entry", body = CatalogEntry),
+        (status = 400, response = crate::openapi::errors::AdminBadRequest),
+        (status = 401, response = crate::openapi::errors::AdminUnauthorized),
+        (status = 403, response = crate::openapi::errors::AdminForbidden),
+        (status = 409, response = crate::openapi::errors::AdminConflict),
+        (status = 503, response = crate::openapi::errors::AdminUnavailable),
+    )
+)]
 pub(super) async fn create(
     State(state): State<AppState>,
     claims: Claims,
@@ -53,6 +86,26 @@ pub(super) async fn create(
     write(&state, &claims, &id, &change, true).await
 }
 
+#[utoipa::path(
+    patch,
+    path = "/admin/v1/models/{id}",
+    tag = "admin",
+    operation_id = "adminUpdateModel",
+    summary = "Change a model",
+    description = "Role: ops. Absent fields keep their value; `workers` replaces the list.",
+    params(("id" = String, Path, description = "The model id")),
+    request_body(content = ModelChange, content_type = "application/json"),
+    security(("admin_jwt" = [])),
+    responses(
+        (status = 200, description = "The changed catalog entry", body = CatalogEntry),
+        (status = 400, response = crate::openapi::errors::AdminBadRequest),
+        (status = 401, response = crate::openapi::errors::AdminUnauthorized),
+        (status = 403, response = crate::openapi::errors::AdminForbidden),
+        (status = 404, response = crate::openapi::errors::AdminNotFound),
+        (status = 409, response = crate::openapi::errors::AdminConflict),
+        (status = 503, response = crate::openapi::errors::AdminUnavailable),
+    )
+)]
 pub(super) async fn update(
     State(state): State<AppState>,
     claims: Claims,
@@ -106,6 +159,21 @@ fn check(change: &ModelChange) -> Result<(), ApiError> {
 }
 
 /// Every worker the gateway knows, announced or configured, with its load; ready ones only.
+#[utoipa::path(
+    get,
+    path = "/admin/v1/workers",
+    tag = "admin",
+    operation_id = "adminListWorkers",
+    summary = "List workers",
+    description = "Role: ops.",
+    security(("admin_jwt" = [])),
+    responses(
+        (status = 200, description = "Live workers with their load, and configured ones that are down", body = crate::openapi::admin::WorkerList),
+        (status = 401, response = crate::openapi::errors::AdminUnauthorized),
+        (status = 403, response = crate::openapi::errors::AdminForbidden),
+        (status = 503, response = crate::openapi::errors::AdminUnavailable),
+    )
+)]
 pub(super) async fn workers(State(state): State<AppState>, claims: Claims) -> Result<Json<Value>, ApiError> {
     claims.require(Role::Ops)?;
     let configured = models::configured_workers(&state.db).await?;

@@ -16,7 +16,8 @@ use crate::db::reports::{self, CostFilter, CostRow};
 use crate::error::ApiError;
 use crate::state::AppState;
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub(super) struct CostQuery {
     tenant_id: Option<Uuid>,
     api_key_id: Option<Uuid>,
@@ -37,6 +38,24 @@ pub(super) struct CostQuery {
 /// Rows per query while exporting.
 const EXPORT_PAGE: i64 = 1000;
 
+#[utoipa::path(
+    get,
+    path = "/admin/v1/cost-records",
+    tag = "admin",
+    operation_id = "adminListCostRecords",
+    summary = "List or export cost records",
+    description = "Role: finance. Filters narrow the set; `month` is shorthand for that calendar month (UTC). A token confined to a tenant sees only its own.",
+    params(CostQuery),
+    security(("admin_jwt" = [])),
+    responses(
+        (status = 200, description = "A page of records, or with `format=csv` every matching record", content((crate::openapi::admin::CostRecordPage = "application/json"), (crate::openapi::admin::CostRecordsCsv = "text/csv"))),
+        (status = 400, response = crate::openapi::errors::AdminBadRequest),
+        (status = 401, response = crate::openapi::errors::AdminUnauthorized),
+        (status = 403, response = crate::openapi::errors::AdminForbidden),
+        (status = 404, response = crate::openapi::errors::AdminNotFound),
+        (status = 503, response = crate::openapi::errors::AdminUnavailable),
+    )
+)]
 pub(super) async fn cost_records(
     State(state): State<AppState>,
     claims: Claims,
@@ -137,13 +156,33 @@ fn month_range(month: &str) -> Result<(DateTime<Utc>, DateTime<Utc>), ApiError> 
     Ok((at(first)?, at(next)?))
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub(super) struct TotalsQuery {
+    /// `YYYY-MM` (UTC).
     month: String,
     tenant_id: Option<Uuid>,
 }
 
 /// Per-tenant totals for a calendar month (UTC): requests, tokens and cost, summed exactly.
+#[utoipa::path(
+    get,
+    path = "/admin/v1/monthly-totals",
+    tag = "admin",
+    operation_id = "adminMonthlyTotals",
+    summary = "Monthly totals per tenant",
+    description = "Role: finance. Requests, tokens and cost per tenant for a calendar month (UTC), summed exactly from the cost records.",
+    params(TotalsQuery),
+    security(("admin_jwt" = [])),
+    responses(
+        (status = 200, description = "One entry per tenant with records that month", body = crate::openapi::admin::MonthlyTotalList),
+        (status = 400, response = crate::openapi::errors::AdminBadRequest),
+        (status = 401, response = crate::openapi::errors::AdminUnauthorized),
+        (status = 403, response = crate::openapi::errors::AdminForbidden),
+        (status = 404, response = crate::openapi::errors::AdminNotFound),
+        (status = 503, response = crate::openapi::errors::AdminUnavailable),
+    )
+)]
 pub(super) async fn monthly_totals(
     State(state): State<AppState>,
     claims: Claims,
@@ -163,13 +202,33 @@ pub(super) async fn monthly_totals(
     Ok(Json(json!({"object": "list", "data": data})))
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub(super) struct LedgerQuery {
+    /// `next_cursor` of the previous page.
     cursor: Option<i64>,
     limit: Option<i64>,
 }
 
 /// Grants and charges of one tenant, oldest first.
+#[utoipa::path(
+    get,
+    path = "/admin/v1/tenants/{id}/credit-ledger",
+    tag = "admin",
+    operation_id = "adminCreditLedger",
+    summary = "A tenant's credit ledger",
+    description = "Role: finance.",
+    params(("id" = Uuid, Path, description = "The tenant's id"), LedgerQuery),
+    security(("admin_jwt" = [])),
+    responses(
+        (status = 200, description = "Grants and charges, oldest first", body = crate::openapi::admin::LedgerPage),
+        (status = 400, response = crate::openapi::errors::AdminBadRequest),
+        (status = 401, response = crate::openapi::errors::AdminUnauthorized),
+        (status = 403, response = crate::openapi::errors::AdminForbidden),
+        (status = 404, response = crate::openapi::errors::AdminNotFound),
+        (status = 503, response = crate::openapi::errors::AdminUnavailable),
+    )
+)]
 pub(super) async fn credit_ledger(
     State(state): State<AppState>,
     claims: Claims,

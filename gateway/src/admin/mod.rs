@@ -11,10 +11,35 @@ mod token;
 
 use axum::routing::{get, patch, post, put};
 use axum::Router;
+use utoipa::OpenApi;
 
 pub use token::{issue, Claims, Role, Verifier};
 
 use crate::state::AppState;
+
+/// The OpenAPI paths of the routes below: keep the two lists together.
+#[derive(OpenApi)]
+#[openapi(paths(
+    catalog::list,
+    catalog::create,
+    catalog::update,
+    catalog::workers,
+    finance::cost_records,
+    finance::monthly_totals,
+    finance::credit_ledger,
+    tenants::list,
+    tenants::get,
+    tenants::create,
+    tenants::grant,
+    tenants::keys,
+    tenants::create_key,
+    tenants::update_key,
+    tenants::revoke_key,
+    tenants::allow_model,
+    tenants::deny_model,
+    audit::list,
+))]
+pub struct AdminApi;
 
 pub fn router() -> Router<AppState> {
     Router::new()

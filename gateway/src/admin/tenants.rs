@@ -28,12 +28,45 @@ fn reader(claims: &Claims) -> Result<(), ApiError> {
     claims.require(Role::Admin).or_else(|_| claims.require(Role::Finance))
 }
 
+#[utoipa::path(
+    get,
+    path = "/admin/v1/tenants",
+    tag = "admin",
+    operation_id = "adminListTenants",
+    summary = "List tenants",
+    description = "Role: admin or finance.",
+    security(("admin_jwt" = [])),
+    responses(
+        (status = 200, description = "Tenants with their money", body = crate::openapi::admin::TenantList),
+        (status = 401, response = crate::openapi::errors::AdminUnauthorized),
+        (status = 403, response = crate::openapi::errors::AdminForbidden),
+        (status = 503, response = crate::openapi::errors::AdminUnavailable),
+    )
+)]
 pub(super) async fn list(State(state): State<AppState>, claims: Claims) -> Result<Json<Value>, ApiError> {
     reader(&claims)?;
     let rows = tenants::list(&state.db, claims.tenant_scope(None)?).await?;
     Ok(Json(json!({"object": "list", "data": rows.iter().map(tenant_json).collect::<Vec<_>>()})))
 }
 
+#[utoipa::path(
+    get,
+    path = "/admin/v1/tenants/{id}",
+    tag = "admin",
+    operation_id = "adminGetTenant",
+    summary = "Get a tenant",
+    description = "Role: admin or finance.",
+    params(("id" = Uuid, Path, description = "The tenant's id")),
+    security(("admin_jwt" = [])),
+    responses(
+        (status = 200, description = "The tenant", body = crate::openapi::admin::Tenant),
+        (status = 400, response = crate::openapi::errors::AdminBadRequest),
+        (status = 401, response = crate::openapi::errors::AdminUnauthorized),
+        (status = 403, response = crate::openapi::errors::AdminForbidden),
+        (status = 404, response = crate::openapi::errors::AdminNotFound),
+        (status = 503, response = crate::openapi::errors::AdminUnavailable),
+    )
+)]
 pub(super) async fn get(State(state): State<AppState>, claims: Claims, Path(id): Path<Uuid>) -> Result<Json<Value>, ApiError> {
     reader(&claims)?;
     let id = scoped(&claims, id)?;
@@ -46,12 +79,31 @@ fn scoped(claims: &Claims, id: Uuid) -> Result<Uuid, ApiError> {
     Ok(claims.tenant_scope(Some(id))?.unwrap_or(id))
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct NewTenant {
+    /// 1 to 200 characters, unique.
     name: String,
 }
 
+#[utoipa::path(
+    post,
+    path = "/admin/v1/tenants",
+    tag = "admin",
+    operation_id = "adminCreateTenant",
+    summary = "Create a tenant",
+    description = "Role: admin, with a token not confined to a tenant. Names are unique (409 when taken).",
+    request_body(content = NewTenant, content_type = "application/json"),
+    security(("admin_jwt" = [])),
+    responses(
+        (status = 200, description = "The new tenant", body = crate::openapi::admin::Tenant),
+        (status = 400, response = crate::openapi::errors::AdminBadRequest),
+        (status = 401, response = crate::openapi::errors::AdminUnauthorized),
+        (status = 403, response = crate::openapi::errors::AdminForbidden),
+        (status = 409, response = crate::openapi::errors::AdminConflict),
+        (status = 503, response = crate::openapi::errors::AdminUnavailable),
+    )
+)]
 pub(super) async fn create(
     State(state): State<AppState>,
     claims: Claims,
@@ -77,15 +129,36 @@ fn change<'a>(claims: &'a Claims, action: &'a str, target_type: &'a str, target_
     Change { actor: &claims.sub, action, target_type, target_id, before, after }
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct Grant {
-    /// USD as a decimal string (or number); negative for an adjustment.
+    /// USD as a decimal string; negative for an adjustment. Non-zero, below 10^12, at most 16 decimals.
+    #[schema(value_type = String, pattern = r"^-?[0-9]+(\.[0-9]+)?$", example = "10.00")]
     amount: Decimal,
     #[serde(default)]
     note: String,
 }
 
+#[utoipa::path(
+    post,
+    path = "/admin/v1/tenants/{id}/credits",
+    tag = "admin",
+    operation_id = "adminGrantCredits",
+    summary = "Grant credit",
+    description = "Role: admin. A negative amount is an adjustment, refused (409) if it would take the balance below what is reserved.",
+    params(("id" = Uuid, Path, description = "The tenant's id")),
+    request_body(content = Grant, content_type = "application/json"),
+    security(("admin_jwt" = [])),
+    responses(
+        (status = 200, description = "The balance after the grant", body = crate::openapi::admin::GrantResult),
+        (status = 400, response = crate::openapi::errors::AdminBadRequest),
+        (status = 401, response = crate::openapi::errors::AdminUnauthorized),
+        (status = 403, response = crate::openapi::errors::AdminForbidden),
+        (status = 404, response = crate::openapi::errors::AdminNotFound),
+        (status = 409, response = crate::openapi::errors::AdminConflict),
+        (status = 503, response = crate::openapi::errors::AdminUnavailable),
+    )
+)]
 pub(super) async fn grant(
     State(state): State<AppState>,
     claims: Claims,
@@ -113,13 +186,32 @@ pub(super) async fn grant(
     Ok(Json(after_json))
 }
 
+#[utoipa::path(
+    get,
+    path = "/admin/v1/tenants/{id}/keys",
+    tag = "admin",
+    operation_id = "adminListKeys",
+    summary = "List a tenant's keys",
+    description = "Role: admin.",
+    params(("id" = Uuid, Path, description = "The tenant's id")),
+    security(("admin_jwt" = [])),
+    responses(
+        (status = 200, description = "Keys without their secrets", body = crate::openapi::admin::KeyList),
+        (status = 400, response = crate::openapi::errors::AdminBadRequest),
+        (status = 401, response = crate::openapi::errors::AdminUnauthorized),
+        (status = 403, response = crate::openapi::errors::AdminForbidden),
+        (status = 404, response = crate::openapi::errors::AdminNotFound),
+        (status = 503, response = crate::openapi::errors::AdminUnavailable),
+    )
+)]
 pub(super) async fn keys(State(state): State<AppState>, claims: Claims, Path(id): Path<Uuid>) -> Result<Json<Value>, ApiError> {
     claims.require(Role::Admin)?;
     let rows = keys::list(&state.db, scoped(&claims, id)?).await?;
     Ok(Json(json!({"object": "list", "data": rows})))
 }
 
-#[derive(Debug, Default, Deserialize)]
+/// A new key's label, expiry and limits (requests and tokens per minute, positive).
+#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct KeySpec {
     #[serde(default)]
@@ -130,6 +222,26 @@ pub(super) struct KeySpec {
 }
 
 /// Creates a key; the answer holds the secret, and nothing ever shows it again.
+#[utoipa::path(
+    post,
+    path = "/admin/v1/tenants/{id}/keys",
+    tag = "admin",
+    operation_id = "adminCreateKey",
+    summary = "Create a key",
+    description = "Role: admin.",
+    params(("id" = Uuid, Path, description = "The tenant's id")),
+    request_body(content = KeySpec, content_type = "application/json"),
+    security(("admin_jwt" = [])),
+    responses(
+        (status = 200, description = "The key, with its secret in `key`: shown this once", body = crate::openapi::admin::CreatedKey),
+        (status = 400, response = crate::openapi::errors::AdminBadRequest),
+        (status = 401, response = crate::openapi::errors::AdminUnauthorized),
+        (status = 403, response = crate::openapi::errors::AdminForbidden),
+        (status = 404, response = crate::openapi::errors::AdminNotFound),
+        (status = 409, response = crate::openapi::errors::AdminConflict),
+        (status = 503, response = crate::openapi::errors::AdminUnavailable),
+    )
+)]
 pub(super) async fn create_key(
     State(state): State<AppState>,
     claims: Claims,
@@ -151,17 +263,40 @@ pub(super) async fn create_key(
 }
 
 /// Fields to change on a key; `null` clears an expiry or a limit, an absent field is left alone.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct KeyUpdate {
     #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<DateTime<Utc>>)]
     expires_at: Option<Option<DateTime<Utc>>>,
     #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<i32>)]
     rpm_limit: Option<Option<i32>>,
     #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<i32>)]
     tpm_limit: Option<Option<i32>>,
 }
 
+#[utoipa::path(
+    patch,
+    path = "/admin/v1/keys/{id}",
+    tag = "admin",
+    operation_id = "adminUpdateKey",
+    summary = "Change a key's expiry or limits",
+    description = "Role: admin. `null` clears a field; an absent field is left alone.",
+    params(("id" = Uuid, Path, description = "The key's id")),
+    request_body(content = KeyUpdate, content_type = "application/json"),
+    security(("admin_jwt" = [])),
+    responses(
+        (status = 200, description = "The key", body = KeyInfo),
+        (status = 400, response = crate::openapi::errors::AdminBadRequest),
+        (status = 401, response = crate::openapi::errors::AdminUnauthorized),
+        (status = 403, response = crate::openapi::errors::AdminForbidden),
+        (status = 404, response = crate::openapi::errors::AdminNotFound),
+        (status = 409, response = crate::openapi::errors::AdminConflict),
+        (status = 503, response = crate::openapi::errors::AdminUnavailable),
+    )
+)]
 pub(super) async fn update_key(
     State(state): State<AppState>,
     claims: Claims,
@@ -182,6 +317,24 @@ pub(super) async fn update_key(
 }
 
 /// Revokes a key; it stops working on every replica within the key cache's lifetime.
+#[utoipa::path(
+    delete,
+    path = "/admin/v1/keys/{id}",
+    tag = "admin",
+    operation_id = "adminRevokeKey",
+    summary = "Revoke a key",
+    description = "Role: admin. The key stops working within the key cache's lifetime on every replica.",
+    params(("id" = Uuid, Path, description = "The key's id")),
+    security(("admin_jwt" = [])),
+    responses(
+        (status = 200, description = "The revoked key (the first revocation time is kept)", body = KeyInfo),
+        (status = 400, response = crate::openapi::errors::AdminBadRequest),
+        (status = 401, response = crate::openapi::errors::AdminUnauthorized),
+        (status = 403, response = crate::openapi::errors::AdminForbidden),
+        (status = 404, response = crate::openapi::errors::AdminNotFound),
+        (status = 503, response = crate::openapi::errors::AdminUnavailable),
+    )
+)]
 pub(super) async fn revoke_key(State(state): State<AppState>, claims: Claims, Path(key_id): Path<Uuid>) -> Result<Json<Value>, ApiError> {
     claims.require(Role::Admin)?;
     let mut tx = state.db.begin().await?;
@@ -198,6 +351,24 @@ async fn key_in_scope(tx: &mut sqlx::PgConnection, claims: &Claims, key_id: Uuid
     Ok(key)
 }
 
+#[utoipa::path(
+    put,
+    path = "/admin/v1/tenants/{id}/models/{model}",
+    tag = "admin",
+    operation_id = "adminAllowModel",
+    summary = "Grant a tenant a private model",
+    description = "Role: admin.",
+    params(("id" = Uuid, Path, description = "The tenant's id"), ("model" = String, Path, description = "The model id")),
+    security(("admin_jwt" = [])),
+    responses(
+        (status = 200, description = "The tenant's access", body = crate::openapi::admin::ModelAccess),
+        (status = 400, response = crate::openapi::errors::AdminBadRequest),
+        (status = 401, response = crate::openapi::errors::AdminUnauthorized),
+        (status = 403, response = crate::openapi::errors::AdminForbidden),
+        (status = 404, response = crate::openapi::errors::AdminNotFound),
+        (status = 503, response = crate::openapi::errors::AdminUnavailable),
+    )
+)]
 pub(super) async fn allow_model(
     State(state): State<AppState>,
     claims: Claims,
@@ -206,6 +377,24 @@ pub(super) async fn allow_model(
     set_access(&state, &claims, id, &model, true).await
 }
 
+#[utoipa::path(
+    delete,
+    path = "/admin/v1/tenants/{id}/models/{model}",
+    tag = "admin",
+    operation_id = "adminDenyModel",
+    summary = "Withdraw a tenant's private model",
+    description = "Role: admin.",
+    params(("id" = Uuid, Path, description = "The tenant's id"), ("model" = String, Path, description = "The model id")),
+    security(("admin_jwt" = [])),
+    responses(
+        (status = 200, description = "The tenant's access", body = crate::openapi::admin::ModelAccess),
+        (status = 400, response = crate::openapi::errors::AdminBadRequest),
+        (status = 401, response = crate::openapi::errors::AdminUnauthorized),
+        (status = 403, response = crate::openapi::errors::AdminForbidden),
+        (status = 404, response = crate::openapi::errors::AdminNotFound),
+        (status = 503, response = crate::openapi::errors::AdminUnavailable),
+    )
+)]
 pub(super) async fn deny_model(
     State(state): State<AppState>,
     claims: Claims,

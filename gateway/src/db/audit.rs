@@ -5,7 +5,8 @@ use serde::Serialize;
 use serde_json::Value;
 use sqlx::PgPool;
 
-#[derive(Debug, Clone, sqlx::FromRow, Serialize)]
+/// One admin change; `before` and `after` are snapshots of the target (null for a creation).
+#[derive(Debug, Clone, sqlx::FromRow, Serialize, utoipa::ToSchema)]
 pub struct AuditEntry {
     pub id: i64,
     pub at: DateTime<Utc>,

@@ -28,7 +28,7 @@ pub async fn find(db: &PgPool, public_id: &str) -> Result<Option<KeyRow>, sqlx::
 }
 
 /// A key as admins see it: everything but the secret's hash.
-#[derive(Debug, Clone, sqlx::FromRow, Serialize)]
+#[derive(Debug, Clone, sqlx::FromRow, Serialize, utoipa::ToSchema)]
 pub struct KeyInfo {
     pub id: Uuid,
     pub tenant_id: Uuid,

@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 use sqlx::PgPool;
 use uuid::Uuid;
 
-#[derive(Debug, Clone, sqlx::FromRow, Serialize)]
+#[derive(Debug, Clone, sqlx::FromRow, Serialize, utoipa::ToSchema)]
 pub struct ModelRow {
     pub id: String,
     pub owned_by: String,
@@ -54,7 +54,7 @@ pub async fn find_visible(db: &PgPool, id: &str, tenant: Option<Uuid>) -> Result
 }
 
 /// A catalog entry as ops see it: every field, enabled or not, and its configured workers.
-#[derive(Debug, Clone, sqlx::FromRow, Serialize)]
+#[derive(Debug, Clone, sqlx::FromRow, Serialize, utoipa::ToSchema)]
 pub struct CatalogEntry {
     #[sqlx(flatten)]
     #[serde(flatten)]
@@ -77,12 +77,16 @@ pub async fn catalog(db: &mut sqlx::PgConnection, id: Option<&str>) -> Result<Ve
 }
 
 /// The fields ops may set; absent ones keep their value (or the column default on create).
-#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ModelChange {
     pub owned_by: Option<String>,
     pub context_length: Option<i32>,
+    /// USD per million input tokens, a decimal string.
+    #[schema(value_type = Option<String>, pattern = r"^-?[0-9]+(\.[0-9]+)?$")]
     pub input_price_per_mtok: Option<Decimal>,
+    /// USD per million output tokens, a decimal string.
+    #[schema(value_type = Option<String>, pattern = r"^-?[0-9]+(\.[0-9]+)?$")]
     pub output_price_per_mtok: Option<Decimal>,
     pub enabled: Option<bool>,
     pub public: Option<bool>,

@@ -7,7 +7,8 @@ use serde::Serialize;
 use sqlx::PgPool;
 use uuid::Uuid;
 
-#[derive(Debug, Clone, sqlx::FromRow, Serialize)]
+/// One request's cost record.
+#[derive(Debug, Clone, sqlx::FromRow, Serialize, utoipa::ToSchema)]
 pub struct CostRow {
     pub request_id: String,
     pub created_at: DateTime<Utc>,
@@ -97,7 +98,8 @@ pub async fn totals(db: &PgPool, tenant: Option<Uuid>, from: DateTime<Utc>, to: 
     .await
 }
 
-#[derive(Debug, Clone, sqlx::FromRow, Serialize)]
+/// A grant, an adjustment or a request's charge.
+#[derive(Debug, Clone, sqlx::FromRow, Serialize, utoipa::ToSchema)]
 pub struct LedgerEntry {
     pub id: i64,
     pub tenant_id: Uuid,

@@ -9,8 +9,24 @@ use serde_json::{json, Value};
 use crate::auth::Caller;
 use crate::db::{reports, tenants};
 use crate::error::ApiError;
+use crate::openapi::catalog::Account;
+use crate::openapi::errors::{Unauthorized, Unavailable};
 use crate::state::AppState;
 
+#[utoipa::path(
+    get,
+    path = "/v1/account",
+    tag = "account",
+    operation_id = "getAccount",
+    summary = "The key's account",
+    description = "The key's tenant: balance, reserved and available credit (USD, exact), this month's use, and the key's rate limits.",
+    security(("api_key" = []), ("x_api_key" = [])),
+    responses(
+        (status = 200, description = "The account", body = Account),
+        (status = 401, response = Unauthorized),
+        (status = 503, response = Unavailable),
+    )
+)]
 pub(super) async fn get(State(state): State<AppState>, caller: Caller) -> Result<Json<Value>, ApiError> {
     let tenant = tenants::list(&state.db, Some(caller.tenant_id)).await?.pop().ok_or(ApiError::InvalidApiKey)?;
     let now = Utc::now();

@@ -7,9 +7,25 @@ use serde_json::{json, Value};
 use crate::auth::MaybeCaller;
 use crate::db::models::{self, ModelRow};
 use crate::error::ApiError;
+use crate::openapi::catalog::{Model, ModelList};
+use crate::openapi::errors::{Unauthorized, Unavailable};
 use crate::state::AppState;
 
 /// Public models to anyone; with a key, also the private models its tenant may use.
+#[utoipa::path(
+    get,
+    path = "/v1/models",
+    tag = "models",
+    operation_id = "listModels",
+    summary = "List models",
+    description = "The live catalog: public models to anyone; with a key, also the private models its tenant may use.",
+    security((), ("api_key" = []), ("x_api_key" = [])),
+    responses(
+        (status = 200, description = "The catalog", body = ModelList),
+        (status = 401, response = Unauthorized),
+        (status = 503, response = Unavailable),
+    )
+)]
 pub(super) async fn list(State(state): State<AppState>, MaybeCaller(caller): MaybeCaller) -> Result<Json<Value>, ApiError> {
     let rows = models::list_visible(&state.db, caller.map(|c| c.tenant_id)).await?;
     let ready = state.registry.ready_models().await;
@@ -19,6 +35,22 @@ pub(super) async fn list(State(state): State<AppState>, MaybeCaller(caller): May
 
 /// The id may hold `/` (percent-encoded by the SDKs as `%2F`, or raw from curl): axum decodes the
 /// captured path, and the wildcard takes every segment.
+#[utoipa::path(
+    get,
+    path = "/v1/models/{id}",
+    tag = "models",
+    operation_id = "getModel",
+    summary = "Get a model",
+    description = "One catalog entry. An id holding `/` may be sent percent-encoded (`%2F`) or raw.",
+    params(("id" = String, Path, description = "The model id", example = "smollm2-135m-instruct")),
+    security((), ("api_key" = []), ("x_api_key" = [])),
+    responses(
+        (status = 200, description = "The model", body = Model),
+        (status = 401, response = Unauthorized),
+        (status = 404, response = crate::openapi::errors::NotFound),
+        (status = 503, response = Unavailable),
+    )
+)]
 pub(super) async fn retrieve(
     State(state): State<AppState>,
     MaybeCaller(caller): MaybeCaller,

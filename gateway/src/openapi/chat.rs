@@ -1,0 +1,34 @@
+//! `POST /v1/chat/completions` as the gateway answers it: the worker's `chat.completion` (see
+//! `runaii-wire`) with the gateway's id and the exact cost in `usage`.
+
+use runaii_wire::ChatCompletion;
+use serde::Serialize;
+use utoipa::ToSchema;
+
+/// A chat completion: the worker's answer with the gateway's id and `usage.cost`.
+#[derive(Serialize, ToSchema)]
+pub struct BilledChatCompletion {
+    #[serde(flatten)]
+    pub completion: ChatCompletion,
+    pub usage: BilledUsage,
+}
+
+/// Token counts and what the request cost, exactly as the ledger recorded it.
+#[derive(Serialize, ToSchema)]
+pub struct BilledUsage {
+    pub prompt_tokens: u32,
+    pub completion_tokens: u32,
+    pub total_tokens: u32,
+    /// USD, a JSON number written with the ledger's exact digits (parse it as a decimal to keep them).
+    #[schema(minimum = 0, example = 0.0000196)]
+    pub cost: f64,
+}
+
+/// Server-sent events, each `data: <chat.completion.chunk JSON>` (schema `ChatCompletionChunk`), no
+/// `event:` lines; the first delta carries `role`, the last choice chunk `finish_reason`. With
+/// `stream_options.include_usage` every chunk has `usage: null` and a last chunk with `choices: []`
+/// carries `usage` with `cost`. The stream ends with `data: [DONE]`. A failure mid-stream is one
+/// `data: {"error": {…}}` event (OpenAI's error shape) instead of the rest.
+#[derive(Serialize, ToSchema)]
+#[schema(value_type = String)]
+pub struct ChatStream(pub String);

@@ -1,0 +1,91 @@
+//! The error answers, one reusable response per status and dialect: OpenAI's shape (`ErrorBody`) on the
+//! OpenAI routes and the admin API, Anthropic's (`AnthropicError`) on `/v1/messages`, which rewrites
+//! every gateway error on the way out. Each description lists the `code`s that status carries.
+
+use runaii_wire::ErrorBody;
+use utoipa::ToResponse;
+
+use super::messages::AnthropicError;
+
+/// One unit-like response type per entry; the doc comment is the response's description.
+macro_rules! error_responses {
+    ($($(#[doc = $doc:literal])* $name:ident($body:ty) $([$($headers:tt)*])?;)*) => {
+        $(
+            $(#[doc = $doc])*
+            #[derive(ToResponse)]
+            $(#[response(headers($($headers)*))])?
+            pub struct $name(pub $body);
+        )*
+    };
+}
+
+error_responses! {
+    /// The request is malformed or asks for what the gateway or the engine refuses: `invalid_json`,
+    /// `invalid_request_error` or `invalid_request` (the field is in `param`), `previous_response_not_found`,
+    /// `upstream_rejected` (the engine refused the schema or grammar), or the worker's own code
+    /// (`invalid_value`, `context_length_exceeded`, `invalid_messages`, `conflicting_constraints`, …). A
+    /// malformed `Idempotency-Key` is refused here too. Refusals are not charged.
+    BadRequest(ErrorBody);
+    /// `invalid_api_key`: the key is missing, malformed, unknown, revoked or expired.
+    Unauthorized(ErrorBody);
+    /// `insufficient_credits`: the tenant's available credit does not cover the request's worst case.
+    PaymentRequired(ErrorBody) [("x-should-retry" = String, description = "`false`: more credit does not appear by retrying")];
+    /// `model_not_found`: no such model, or a private one this key's tenant may not use.
+    NotFound(ErrorBody);
+    /// `idempotency_key_in_use`: a request with this `Idempotency-Key` is still running.
+    IdempotencyInProgress(ErrorBody) [("retry-after" = String, description = "Seconds to wait: `1`")];
+    /// `payload_too_large`: the body is larger than the gateway accepts (`--max-body-bytes`, 4 MiB by default).
+    PayloadTooLarge(ErrorBody);
+    /// `idempotency_key_reused`: this `Idempotency-Key` came with another body before.
+    IdempotencyKeyReused(ErrorBody) [("x-should-retry" = String, description = "`false`")];
+    /// `rate_limit_exceeded`: the key's requests or tokens per minute are spent (`type` says which).
+    RateLimited(ErrorBody) [
+        ("retry-after" = String, description = "Seconds until the bucket allows the request, rounded up"),
+        ("retry-after-ms" = String, description = "The same wait in milliseconds")
+    ];
+    /// `upstream_error`: the worker failed, after one retry on another worker when there is one.
+    BadGateway(ErrorBody);
+    /// `model_unavailable` (no ready worker serves the model), `ledger_unavailable` (the cost ledger cannot
+    /// be written) or `rate_limiter_unavailable` (Redis is down and the gateway fails closed).
+    Unavailable(ErrorBody) [("retry-after" = String, description = "Seconds to wait: `1`")];
+
+    /// `invalid_request_error`: the request is malformed or asks for what the gateway or the engine
+    /// refuses (see the OpenAI routes' 400).
+    MessagesBadRequest(AnthropicError);
+    /// `authentication_error`: the key is missing, malformed, unknown, revoked or expired.
+    MessagesUnauthorized(AnthropicError);
+    /// `billing_error`: the tenant's available credit does not cover the request's worst case.
+    MessagesPaymentRequired(AnthropicError) [("x-should-retry" = String, description = "`false`")];
+    /// `not_found_error`: no such model, or a private one this key's tenant may not use.
+    MessagesNotFound(AnthropicError);
+    /// `invalid_request_error`: a request with this `Idempotency-Key` is still running.
+    MessagesIdempotencyInProgress(AnthropicError) [("retry-after" = String, description = "Seconds to wait: `1`")];
+    /// `request_too_large`: the body is larger than the gateway accepts.
+    MessagesPayloadTooLarge(AnthropicError);
+    /// `invalid_request_error`: this `Idempotency-Key` came with another body before.
+    MessagesIdempotencyKeyReused(AnthropicError) [("x-should-retry" = String, description = "`false`")];
+    /// `rate_limit_error`: the key's requests or tokens per minute are spent.
+    MessagesRateLimited(AnthropicError) [
+        ("retry-after" = String, description = "Seconds until the bucket allows the request, rounded up"),
+        ("retry-after-ms" = String, description = "The same wait in milliseconds")
+    ];
+    /// `api_error`: the worker failed.
+    MessagesBadGateway(AnthropicError);
+    /// `overloaded_error`: no ready worker, the cost ledger unavailable, or the rate limiter unavailable.
+    MessagesUnavailable(AnthropicError) [("retry-after" = String, description = "Seconds to wait: `1`")];
+
+    /// `invalid_json`, or `invalid_request_error` with the query parameter or field in `param`.
+    AdminBadRequest(ErrorBody);
+    /// `invalid_admin_token`: the JWT is missing, malformed, expired, badly signed, or has no `exp`.
+    AdminUnauthorized(ErrorBody);
+    /// `insufficient_role`: the token lacks the route's role (or is confined to a tenant where the route
+    /// needs an unconfined one).
+    AdminForbidden(ErrorBody);
+    /// `not_found` or `model_not_found`: no such tenant, key or model, or one outside the token's tenant.
+    AdminNotFound(ErrorBody);
+    /// `conflict`: it exists already, or the change breaks a rule (a balance below what is reserved, a
+    /// limit that is not positive).
+    AdminConflict(ErrorBody);
+    /// `admin_api_disabled` (no JWT secret or public key is configured) or `ledger_unavailable`.
+    AdminUnavailable(ErrorBody) [("retry-after" = String, description = "Seconds to wait: `1`")];
+}

@@ -1,0 +1,217 @@
+//! `POST /v1/messages` (Anthropic): the request as the gateway reads it (`messages::translate`), the
+//! message it writes (`messages::object`) and Anthropic's error shape (`messages::errors`).
+
+use serde::Serialize;
+use serde_json::Value;
+use utoipa::ToSchema;
+
+/// A Messages request. Any `anthropic-version` and `anthropic-beta` header is accepted.
+#[derive(Serialize, ToSchema)]
+pub struct MessagesRequest {
+    #[schema(example = "smollm2-135m-instruct")]
+    pub model: String,
+    /// At least 1.
+    #[schema(minimum = 1)]
+    pub max_tokens: u64,
+    pub messages: Vec<MessageParam>,
+    /// A string or text blocks.
+    pub system: Option<SystemPrompt>,
+    pub tools: Option<Vec<ToolParam>>,
+    pub tool_choice: Option<ToolChoice>,
+    pub stop_sequences: Option<Vec<String>>,
+    #[schema(minimum = 0, maximum = 2)]
+    pub temperature: Option<f32>,
+    #[schema(exclusive_minimum = 0, maximum = 1)]
+    pub top_p: Option<f32>,
+    pub top_k: Option<u32>,
+    /// Structured output: the answer is one text block holding JSON that matches the schema.
+    pub output_config: Option<OutputConfig>,
+    /// The deprecated spelling of `output_config.format`.
+    pub output_format: Option<OutputFormat>,
+    /// Answer as server-sent events.
+    pub stream: Option<bool>,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct MessageParam {
+    pub role: MessageRole,
+    pub content: MessageContentParam,
+}
+
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum MessageRole {
+    User,
+    Assistant,
+}
+
+#[derive(Serialize, ToSchema)]
+#[serde(untagged)]
+pub enum MessageContentParam {
+    Text(String),
+    Blocks(Vec<ContentBlockParam>),
+}
+
+/// `text` anywhere; `tool_use` in assistant turns; `tool_result` in user turns. Images and documents are
+/// refused: the models read text.
+#[derive(Serialize, ToSchema)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ContentBlockParam {
+    Text {
+        text: String,
+    },
+    ToolUse {
+        id: String,
+        name: String,
+        #[schema(value_type = Object)]
+        input: Value,
+    },
+    ToolResult {
+        tool_use_id: String,
+        content: Option<SystemPrompt>,
+        /// Prefixes the result with `Error: ` for the model.
+        is_error: Option<bool>,
+    },
+}
+
+/// A string or text blocks.
+#[derive(Serialize, ToSchema)]
+#[serde(untagged)]
+pub enum SystemPrompt {
+    Text(String),
+    Blocks(Vec<TextBlock>),
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct TextBlock {
+    #[serde(rename = "type")]
+    #[schema(pattern = "^text$")]
+    pub kind: String,
+    pub text: String,
+}
+
+/// A client tool. Server tools (a `type` other than `custom`) are refused.
+#[derive(Serialize, ToSchema)]
+pub struct ToolParam {
+    pub name: String,
+    pub description: Option<String>,
+    /// A JSON Schema for the tool's input.
+    #[schema(value_type = Object)]
+    pub input_schema: Value,
+    #[serde(rename = "type")]
+    #[schema(pattern = "^custom$")]
+    pub kind: Option<String>,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct ToolChoice {
+    #[serde(rename = "type")]
+    pub kind: ToolChoiceType,
+    /// With `type: tool`: the tool to call.
+    pub name: Option<String>,
+    pub disable_parallel_tool_use: Option<bool>,
+}
+
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolChoiceType {
+    Auto,
+    Any,
+    None,
+    Tool,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct OutputConfig {
+    pub format: Option<OutputFormat>,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct OutputFormat {
+    #[serde(rename = "type")]
+    #[schema(pattern = "^json_schema$")]
+    pub kind: String,
+    /// A JSON Schema (draft 2020-12) object.
+    #[schema(value_type = Object)]
+    pub schema: Value,
+}
+
+/// A message, as Anthropic writes it.
+#[derive(Serialize, ToSchema)]
+pub struct Message {
+    #[schema(example = "msg_0190b7a8c6f07d3e8a1b2c3d4e5f6a7b")]
+    pub id: String,
+    #[serde(rename = "type")]
+    #[schema(pattern = "^message$")]
+    pub kind: String,
+    #[schema(pattern = "^assistant$")]
+    pub role: String,
+    pub model: String,
+    pub content: Vec<ContentBlock>,
+    pub stop_reason: StopReason,
+    /// The stop sequence that ended the answer, if one did.
+    pub stop_sequence: Option<String>,
+    pub usage: MessageUsage,
+}
+
+#[derive(Serialize, ToSchema)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ContentBlock {
+    Text {
+        text: String,
+    },
+    ToolUse {
+        #[schema(example = "toolu_0190b7a8c6f07d3e")]
+        id: String,
+        name: String,
+        /// The call's arguments, parsed.
+        #[schema(value_type = Object)]
+        input: Value,
+    },
+}
+
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum StopReason {
+    EndTurn,
+    MaxTokens,
+    StopSequence,
+    ToolUse,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct MessageUsage {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    /// USD, a JSON number with the ledger's exact digits.
+    #[schema(minimum = 0, example = 0.0000196)]
+    pub cost: f64,
+}
+
+/// An error, in Anthropic's shape.
+#[derive(Serialize, ToSchema)]
+pub struct AnthropicError {
+    #[serde(rename = "type")]
+    #[schema(pattern = "^error$")]
+    pub kind: String,
+    pub error: AnthropicErrorDetail,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct AnthropicErrorDetail {
+    /// `invalid_request_error`, `authentication_error`, `billing_error`, `permission_error`,
+    /// `not_found_error`, `request_too_large`, `rate_limit_error`, `api_error` or `overloaded_error`.
+    #[serde(rename = "type")]
+    #[schema(example = "invalid_request_error")]
+    pub kind: String,
+    pub message: String,
+}
+
+/// Server-sent events in Anthropic's order, each with an `event:` line: `message_start` (a `Message`
+/// with empty `content` and the prompt's usage), per content block `content_block_start`,
+/// `content_block_delta` (`text_delta` or `input_json_delta`)…, `content_block_stop`, then
+/// `message_delta` (`stop_reason`, `stop_sequence`, `usage` with `cost`) and `message_stop`. A failure
+/// mid-stream is one `error` event in Anthropic's error shape.
+#[derive(Serialize, ToSchema)]
+#[schema(value_type = String)]
+pub struct MessagesStream(pub String);

@@ -1,0 +1,126 @@
+//! The gateway's OpenAPI 3.1 document: generated from the `#[utoipa::path]` attributes next to each
+//! handler and from the types the routes read and write, committed at `openapi/openapi.json` and served
+//! at `GET /openapi.json`.
+//!
+//! Wire types carry their own schemas (`runaii-wire`); the answers the gateway writes by hand with
+//! `serde_json` are described by the documentation types in this module's submodules, and
+//! `gateway/tests/openapi.rs` validates real answers against them so the two cannot drift apart.
+//! Regenerate the committed file with `cargo run -p runaii-gateway -- openapi > openapi/openapi.json`
+//! (or `UPDATE_OPENAPI=1 cargo test -p runaii-gateway --test openapi`).
+
+pub mod admin;
+pub mod catalog;
+pub mod chat;
+pub mod errors;
+mod headers;
+pub mod messages;
+pub mod params;
+pub mod responses;
+mod security;
+
+use std::sync::LazyLock;
+
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
+use utoipa::OpenApi;
+
+use security::Schemes;
+
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "runaii",
+        description = "Multi-tenant inference gateway: OpenAI's chat completions and Responses, Anthropic's \
+Messages, with structured outputs guaranteed by grammar-constrained decoding, exact per-request costs, and \
+an admin API. Guide: docs/api.md.",
+        license(name = "Apache-2.0", identifier = "Apache-2.0"),
+    ),
+    servers((url = "http://127.0.0.1:8080", description = "scripts/run.sh")),
+    tags(
+        (name = "models", description = "The live model catalog"),
+        (name = "inference", description = "Completions in OpenAI's and Anthropic's dialects"),
+        (name = "account", description = "What a key's holder may know about its tenant"),
+        (name = "admin", description = "The admin API (JWT with roles ops, finance, admin); see docs/admin-api.md"),
+        (name = "service", description = "Health and this document"),
+    ),
+    components(
+        schemas(runaii_wire::ErrorBody, messages::AnthropicError, runaii_wire::ChatCompletionChunk),
+        responses(
+            errors::BadRequest,
+            errors::Unauthorized,
+            errors::PaymentRequired,
+            errors::NotFound,
+            errors::IdempotencyInProgress,
+            errors::PayloadTooLarge,
+            errors::IdempotencyKeyReused,
+            errors::RateLimited,
+            errors::BadGateway,
+            errors::Unavailable,
+            errors::MessagesBadRequest,
+            errors::MessagesUnauthorized,
+            errors::MessagesPaymentRequired,
+            errors::MessagesNotFound,
+            errors::MessagesIdempotencyInProgress,
+            errors::MessagesPayloadTooLarge,
+            errors::MessagesIdempotencyKeyReused,
+            errors::MessagesRateLimited,
+            errors::MessagesBadGateway,
+            errors::MessagesUnavailable,
+            errors::AdminBadRequest,
+            errors::AdminUnauthorized,
+            errors::AdminForbidden,
+            errors::AdminNotFound,
+            errors::AdminConflict,
+            errors::AdminUnavailable,
+        )
+    ),
+    modifiers(&Schemes),
+)]
+struct Base;
+
+/// The whole document: the base above, the public routes, the admin routes, and the headers every
+/// answer carries.
+#[must_use]
+pub fn document() -> utoipa::openapi::OpenApi {
+    let mut doc = Base::openapi();
+    doc.merge(crate::routes::PublicApi::openapi());
+    doc.merge(crate::admin::AdminApi::openapi());
+    headers::add(&mut doc);
+    doc
+}
+
+/// The document as committed: pretty-printed, keys in a stable order, one trailing newline.
+#[must_use]
+pub fn to_json() -> String {
+    let mut text = document().to_pretty_json().unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"));
+    text.push('\n');
+    text
+}
+
+/// Rendered once: the document does not change while the process runs.
+static JSON: LazyLock<String> = LazyLock::new(to_json);
+
+/// This document.
+#[utoipa::path(
+    get,
+    path = "/openapi.json",
+    tag = "service",
+    operation_id = "getOpenApi",
+    security(()),
+    responses((status = 200, description = "The OpenAPI 3.1 document of this API", body = Object))
+)]
+pub async fn serve() -> Response {
+    ([(header::CONTENT_TYPE, "application/json")], JSON.as_str()).into_response()
+}
+
+/// Liveness: the route is a closure in the router, so its documentation lives here.
+#[utoipa::path(
+    get,
+    path = "/health",
+    tag = "service",
+    operation_id = "health",
+    security(()),
+    responses((status = 200, description = "`ok` while the process serves", body = String, content_type = "text/plain"))
+)]
+#[expect(dead_code, reason = "documents the router's `/health` closure; never called")]
+pub(crate) fn health() {}
