@@ -17,8 +17,6 @@ pub enum Command {
     Serve(Settings),
     /// Apply the database migrations (run once per deploy, not by every replica).
     Migrate(DbArgs),
-    /// Print the OpenAPI document (what `openapi/openapi.json` holds and `GET /openapi.json` serves).
-    Openapi,
     /// Create a tenant (if missing) and a new API key for it; prints the key once.
     CreateKey {
         #[command(flatten)]
@@ -99,6 +97,10 @@ pub struct Settings {
     /// Largest request body accepted, in bytes.
     #[arg(long, env = "RUNAII_MAX_BODY_BYTES", default_value_t = 4 * 1024 * 1024)]
     pub max_body_bytes: usize,
+    /// How long a client may take to send its request body, in milliseconds: a body that trickles in
+    /// slower than this is cut off with 408 instead of holding a connection and its memory open.
+    #[arg(long, env = "RUNAII_BODY_READ_TIMEOUT_MS", default_value_t = 30_000)]
+    pub body_read_timeout_ms: u64,
     /// How long a key lookup is trusted before the database is asked again: a revoked key stops working
     /// within this many milliseconds on every replica.
     #[arg(long, env = "RUNAII_KEY_CACHE_MS", default_value_t = 2000)]

@@ -31,6 +31,8 @@ pub enum ApiError {
     LedgerUnavailable,
     #[error("the request body is larger than {0} bytes")]
     PayloadTooLarge(usize),
+    #[error("the request body did not arrive within {0} ms")]
+    BodyTimeout(u64),
     #[error("no route for this path")]
     NoRoute,
     #[error("Rate limit reached on {} per minute; retry after {retry_after_ms} ms.", if *.by_tokens { "tokens" } else { "requests" })]
@@ -78,6 +80,7 @@ impl ApiError {
             | Self::UpstreamInvalid { .. } => StatusCode::BAD_REQUEST,
             Self::ModelNotFound(_) | Self::NoRoute => StatusCode::NOT_FOUND,
             Self::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::BodyTimeout(_) => StatusCode::REQUEST_TIMEOUT,
             Self::NoReadyWorker(_) | Self::LedgerUnavailable | Self::RateLimiterUnavailable | Self::AdminDisabled => {
                 StatusCode::SERVICE_UNAVAILABLE
             }
@@ -100,6 +103,7 @@ impl ApiError {
             Self::UpstreamFailed(_) => "upstream_error",
             Self::LedgerUnavailable => "ledger_unavailable",
             Self::PayloadTooLarge(_) => "payload_too_large",
+            Self::BodyTimeout(_) => "request_timeout",
             Self::NoRoute | Self::NotFound(_) => "not_found",
             Self::RateLimited { .. } => "rate_limit_exceeded",
             Self::RateLimiterUnavailable => "rate_limiter_unavailable",

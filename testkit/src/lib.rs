@@ -40,6 +40,15 @@ pub struct WorkerProcess {
     _child: Mutex<Child>,
 }
 
+impl WorkerProcess {
+    /// Kills the worker at once (SIGKILL): no graceful exit, no last announcement, as when a node dies.
+    pub fn kill(&self) {
+        let mut child = self._child.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+}
+
 /// Starts `binary` on the embedded model with `extra` flags and waits until `/health` answers 200.
 #[must_use]
 pub fn start_worker(binary: &Path, extra: &[&str]) -> WorkerProcess {

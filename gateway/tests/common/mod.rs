@@ -16,7 +16,8 @@ use sqlx::PgPool;
 pub use runaii_testkit::{invoice_request, invoice_schema, MODEL};
 use runaii_testkit::WorkerProcess;
 
-const ADMIN_DB: &str = "postgres://postgres@127.0.0.1:5432/postgres";
+/// The machine's Postgres server; each test gets its own database on it.
+const POSTGRES: &str = "postgres://postgres@127.0.0.1:5432";
 
 /// The worker binary cargo built next to this test binary.
 fn worker_binary() -> PathBuf {
@@ -57,6 +58,7 @@ pub fn test_settings(database_url: String) -> Settings {
         redis_url: "redis://127.0.0.1:6379".into(),
         listen: "127.0.0.1:0".parse().unwrap(),
         max_body_bytes: 1024 * 1024,
+        body_read_timeout_ms: 10_000,
         key_cache_ms: 300,
         probe_ms: 300,
         limits: LimitArgs {
@@ -77,11 +79,16 @@ pub async fn spawn_app() -> TestApp {
 }
 
 pub async fn spawn_app_with(configure: impl FnOnce(&mut Settings)) -> TestApp {
+    spawn_app_on(POSTGRES, configure).await
+}
+
+/// As [`spawn_app_with`], on the Postgres server at `server` (`postgres://user@host:port`).
+pub async fn spawn_app_on(server: &str, configure: impl FnOnce(&mut Settings)) -> TestApp {
     let name = format!("runaii_test_{}", uuid::Uuid::now_v7().simple());
-    let admin = PgPool::connect(ADMIN_DB).await.expect("Postgres on 127.0.0.1:5432 (user postgres)");
+    let admin = PgPool::connect(&format!("{server}/postgres")).await.expect("Postgres on 127.0.0.1:5432 (user postgres)");
     drop_old_databases(&admin).await;
     sqlx::query(&format!("CREATE DATABASE {name}")).execute(&admin).await.unwrap();
-    let url = format!("postgres://postgres@127.0.0.1:5432/{name}");
+    let url = format!("{server}/{name}");
     let db = PgPool::connect(&url).await.unwrap();
     runaii_gateway::db::MIGRATOR.run(&db).await.unwrap();
     let worker = worker();
