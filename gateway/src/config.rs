@@ -17,6 +17,8 @@ pub enum Command {
     Serve(Settings),
     /// Apply the database migrations (run once per deploy, not by every replica).
     Migrate(DbArgs),
+    /// Print the OpenAPI document (what `openapi/openapi.json` holds and `GET /openapi.json` serves).
+    Openapi,
     /// Create a tenant (if missing) and a new API key for it; prints the key once.
     CreateKey {
         #[command(flatten)]

@@ -14,9 +14,24 @@ use axum::middleware::{self, Next};
 use axum::response::Response;
 use axum::routing::{get, post};
 use axum::Router;
+use utoipa::OpenApi;
 
 use crate::error::ApiError;
 use crate::state::AppState;
+
+/// The OpenAPI paths of the routes below (the admin API lists its own): keep the two lists together.
+#[derive(OpenApi)]
+#[openapi(paths(
+    models::list,
+    models::retrieve,
+    chat::create,
+    responses::create,
+    messages::create,
+    account::get,
+    crate::openapi::health,
+    crate::openapi::serve,
+))]
+pub struct PublicApi;
 
 pub fn router(state: AppState) -> Router {
     let limit = state.settings.max_body_bytes;
@@ -33,6 +48,7 @@ pub fn router(state: AppState) -> Router {
         )
         .merge(crate::admin::router())
         .route("/health", get(|| async { "ok" }))
+        .route("/openapi.json", get(crate::openapi::serve))
         .fallback(|| async { ApiError::NoRoute })
         .layer(DefaultBodyLimit::max(limit))
         .layer(middleware::from_fn_with_state(state.clone(), body::read_in_time))
