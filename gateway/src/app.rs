@@ -1,5 +1,6 @@
 //! Building and serving the gateway. `build` binds first so tests can run it on port 0.
 
+use axum::serve::ListenerExt;
 use tokio::net::TcpListener;
 
 use crate::config::Settings;
@@ -36,8 +37,15 @@ impl Application {
         let every = std::time::Duration::from_millis(self.state.settings.probe_ms);
         tokio::spawn(async move { registry.probe_forever(every).await });
         tokio::spawn(housekeeping(self.state.db.clone(), self.state.settings.limits.clone()));
-        axum::serve(self.listener, routes::router(self.state)).await?;
+        axum::serve(self.listener.tap_io(no_delay), routes::router(self.state)).await?;
         Ok(())
+    }
+}
+
+/// Streams send small chunks: without TCP_NODELAY each waits on the client's delayed ACK (~40 ms).
+pub(crate) fn no_delay(stream: &mut tokio::net::TcpStream) {
+    if let Err(e) = stream.set_nodelay(true) {
+        tracing::debug!(error = %e, "TCP_NODELAY not set");
     }
 }
 

@@ -25,6 +25,8 @@ pub enum ApiError {
     UpstreamInvalid { message: String, param: Option<String>, code: Option<String> },
     #[error("no worker serving `{0}` is ready; retry shortly")]
     NoReadyWorker(String),
+    #[error("every worker serving `{0}` is at capacity; retry shortly")]
+    WorkersBusy(String),
     #[error("the worker failed: {0}")]
     UpstreamFailed(String),
     #[error("the cost ledger is unavailable, so no request can be served")]
@@ -81,7 +83,7 @@ impl ApiError {
             Self::ModelNotFound(_) | Self::NoRoute => StatusCode::NOT_FOUND,
             Self::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             Self::BodyTimeout(_) => StatusCode::REQUEST_TIMEOUT,
-            Self::NoReadyWorker(_) | Self::LedgerUnavailable | Self::RateLimiterUnavailable | Self::AdminDisabled => {
+            Self::NoReadyWorker(_) | Self::WorkersBusy(_) | Self::LedgerUnavailable | Self::RateLimiterUnavailable | Self::AdminDisabled => {
                 StatusCode::SERVICE_UNAVAILABLE
             }
             Self::UpstreamFailed(_) => StatusCode::BAD_GATEWAY,
@@ -100,6 +102,7 @@ impl ApiError {
             Self::UpstreamRejected(_) => "upstream_rejected",
             Self::UpstreamInvalid { code, .. } => return code.clone(),
             Self::NoReadyWorker(_) => "model_unavailable",
+            Self::WorkersBusy(_) => "model_overloaded",
             Self::UpstreamFailed(_) => "upstream_error",
             Self::LedgerUnavailable => "ledger_unavailable",
             Self::PayloadTooLarge(_) => "payload_too_large",

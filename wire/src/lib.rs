@@ -6,6 +6,7 @@
 
 pub mod chat;
 pub mod error;
+pub mod metrics;
 pub mod openapi;
 pub mod schema_budget;
 

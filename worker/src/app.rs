@@ -61,6 +61,10 @@ impl Application {
             std::future::pending::<anyhow::Result<()>>().await
         };
         let serve = async move {
+            // Each streamed token is a small write: without TCP_NODELAY it waits on the client's delayed ACK.
+            let listener = axum::serve::ListenerExt::tap_io(listener, |tcp: &mut tokio::net::TcpStream| {
+                let _ = tcp.set_nodelay(true);
+            });
             axum::serve(listener, http::router(state)).await.map_err(anyhow::Error::from)
         };
         tokio::select! {

@@ -51,7 +51,30 @@ pub struct Ledger {
     pub limiter: Arc<Limiter>,
 }
 
+/// How long the record of an answer already delivered is retried before it is given up (and logged).
+const DELIVERED_RETRY_FOR: std::time::Duration = std::time::Duration::from_secs(60);
+
 impl Ledger {
+    /// As [`Ledger::record`], for an answer whose tokens already reached the client (a stream): the work
+    /// was served, so a ledger that is briefly down (restarting, pool exhausted) is waited for, with
+    /// backoff, rather than leaving it unbilled and its credit hold stuck.
+    ///
+    /// # Errors
+    /// [`ApiError::LedgerUnavailable`] when the ledger stayed down for a minute.
+    pub async fn record_delivered(&self, outcome: Outcome) -> Result<Decimal, ApiError> {
+        let deadline = Instant::now() + DELIVERED_RETRY_FOR;
+        let mut pause = std::time::Duration::from_millis(100);
+        loop {
+            match self.record(outcome.clone()).await {
+                Err(ApiError::LedgerUnavailable) if Instant::now() + pause < deadline => {
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(std::time::Duration::from_secs(5));
+                }
+                result => return result,
+            }
+        }
+    }
+
     /// Records the outcome, settles the request's credit hold to its cost, and returns that cost.
     ///
     /// # Errors
@@ -85,6 +108,7 @@ impl Ledger {
             tracing::error!(request_id = %self.request_id, error = %e, "cost record not written");
             ApiError::LedgerUnavailable
         })?;
+        crate::metrics::global().recorded(self.endpoint, &self.model.id, status, input_tokens, output_tokens, cost, self.started.elapsed());
         let tokens = u64::from(input_tokens) + u64::from(output_tokens);
         if tokens > 0 {
             let (limiter, key_id, limits) = (Arc::clone(&self.limiter), self.caller.key_id, self.caller.limits);

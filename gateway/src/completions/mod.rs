@@ -70,8 +70,13 @@ pub async fn prepare(
         .await?
         .ok_or(ApiError::ModelNotFound(request.model.clone()))?;
     // The budget first: it is linear, while building a schema validator need not be.
-    structured::check_schema_budgets(&body, model.context_length)?;
-    structured::check_response_format(body.get("response_format"))?;
+    let checked = structured::check_schema_budgets(&body, model.context_length)
+        .map_err(|e| (e, "schema_too_complex"))
+        .and_then(|()| structured::check_response_format(body.get("response_format")).map_err(|e| (e, "invalid_response_format")));
+    if let Err((error, reason)) = checked {
+        crate::metrics::global().schema_refusals.add(&[reason], 1);
+        return Err(error);
+    }
     if model.schema_in_prompt {
         if let Some(schema) = structured::json_schema_of(body.get("response_format")).cloned() {
             if let Some(messages) = body.get_mut("messages") {
@@ -84,13 +89,15 @@ pub async fn prepare(
         body["stream_options"] = json!({"include_usage": true});
     }
     hold_worst_case(state, &caller, &model, &body, &request_id).await?;
+    // From here every outcome has a cost record under this id: whatever answer goes out names it.
+    crate::request_id::assign(&request_id);
     let ledger = Ledger {
         db: state.db.clone(),
         request_id,
         caller,
         model,
         endpoint,
-        started: Instant::now(),
+        started: crate::metrics::arrived(),
         limiter: Arc::clone(&state.limiter),
     };
     Ok(Prepared { ledger, body, stream: request.stream, include_usage: request.include_usage() })
@@ -133,12 +140,17 @@ pub async fn open(state: &AppState, prepared: Prepared) -> Result<(Ledger, Upstr
 pub async fn finish_whole(state: &AppState, prepared: Prepared) -> Result<(Ledger, Value, Decimal), ApiError> {
     let state = state.clone();
     let task = tokio::spawn(async move {
+        let sent = Instant::now();
         let (ledger, upstream) = open(&state, prepared).await?;
         let answer: Value = match upstream.response.json().await {
             Ok(answer) => answer,
             Err(e) => return Err(reject(&ledger, ApiError::UpstreamFailed(format!("unreadable answer: {e}"))).await),
         };
+        let upstream_time = sent.elapsed();
         let cost = ledger.record(Outcome::succeeded(&answer["usage"])).await?;
+        let metrics = crate::metrics::global();
+        metrics.worker_timings(&ledger.model.id, &answer["timings"]);
+        metrics.overhead(ledger.endpoint, ledger.started.elapsed(), upstream_time);
         Ok((ledger, answer, cost))
     });
     task.await.map_err(|e| ApiError::Internal(format!("completion task failed: {e}")))?
@@ -151,7 +163,10 @@ async fn worker_error(response: reqwest::Response) -> ApiError {
         return ApiError::UpstreamFailed(format!("worker answered {status} without an error body"));
     };
     match error.code.as_deref() {
-        Some("grammar_rejected" | "invalid_schema") => ApiError::UpstreamRejected(error.message),
+        Some(code @ ("grammar_rejected" | "invalid_schema")) => {
+            crate::metrics::global().schema_refusals.add(&[code], 1);
+            ApiError::UpstreamRejected(error.message)
+        }
         _ if status.is_client_error() && status != reqwest::StatusCode::NOT_FOUND => {
             ApiError::UpstreamInvalid { message: error.message, param: error.param, code: error.code }
         }
@@ -159,9 +174,14 @@ async fn worker_error(response: reqwest::Response) -> ApiError {
     }
 }
 
-/// Records a refusal (cost 0) and hands the error back.
+/// Records a request that ended before any token (cost 0) and hands the error back: `failed` when the
+/// worker broke, `rejected` when the request was refused.
 async fn reject(ledger: &Ledger, error: ApiError) -> ApiError {
-    let outcome = Outcome::Rejected { http_status: error.status().as_u16(), error_code: error.code() };
+    let (http_status, error_code) = (error.status().as_u16(), error.code());
+    let outcome = match error {
+        ApiError::UpstreamFailed(_) => Outcome::Failed { input_tokens: 0, output_tokens: 0, http_status, error_code },
+        _ => Outcome::Rejected { http_status, error_code },
+    };
     match ledger.record(outcome).await {
         Ok(_) => error,
         Err(ledger_down) => ledger_down,

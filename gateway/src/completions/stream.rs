@@ -96,6 +96,9 @@ async fn send_all(tx: &Tx, events: Vec<Bytes>) -> bool {
 }
 
 async fn run(ledger: Ledger, upstream: Upstream, mut dialect: impl Dialect, tx: Tx) {
+    let upstream_sent = upstream.sent;
+    let mut first_token = true;
+    let metrics = crate::metrics::global();
     let mut reader = SseReader::new(upstream.response.bytes_stream());
     let mut metered = Metered::default();
     let mut connected = send_all(&tx, dialect.start()).await;
@@ -108,7 +111,7 @@ async fn run(ledger: Ledger, upstream: Upstream, mut dialect: impl Dialect, tx: 
             // The client left. Dropping the reader closes the worker connection, freeing its slot.
             drop(reader);
             let outcome = Outcome::Cancelled { input_tokens: metered.input_tokens, output_tokens: metered.output_tokens };
-            if let Err(e) = ledger.record(outcome).await {
+            if let Err(e) = ledger.record_delivered(outcome).await {
                 tracing::error!(request_id = %ledger.request_id, error = %e, "cancelled stream not recorded");
             }
             return;
@@ -129,23 +132,39 @@ async fn run(ledger: Ledger, upstream: Upstream, mut dialect: impl Dialect, tx: 
         dialect.metered(metered.input_tokens, metered.output_tokens);
         chunk["id"] = json!(ledger.request_id);
         let is_usage_chunk = chunk["choices"].as_array().is_some_and(Vec::is_empty) && chunk["usage"].is_object();
+        if chunk.get("timings").is_some_and(Value::is_object) {
+            metrics.worker_timings(&ledger.model.id, &chunk["timings"]);
+        }
         if !is_usage_chunk {
+            // The worker's first chunk only names the role, before any decoding: the first token is
+            // the first chunk with text or a tool call.
+            if first_token && carries_answer(&chunk) {
+                first_token = false;
+                metrics.ttft.observe(&[&ledger.model.id], ledger.started.elapsed());
+            }
             connected = send_all(&tx, dialect.chunk(chunk)).await;
             continue;
         }
-        let events = match ledger.record(Outcome::succeeded(&chunk["usage"])).await {
+        let upstream_time = upstream_sent.elapsed();
+        let events = match ledger.record_delivered(Outcome::succeeded(&chunk["usage"])).await {
             Ok(cost) => dialect.complete(chunk, cost),
             Err(e) => dialect.error(&e),
         };
+        metrics.overhead(ledger.endpoint, ledger.started.elapsed(), upstream_time);
         send_all(&tx, events).await;
         return;
     }
 }
 
+fn carries_answer(chunk: &Value) -> bool {
+    let delta = &chunk["choices"][0]["delta"];
+    delta["content"].as_str().is_some_and(|t| !t.is_empty()) || delta["tool_calls"].is_array()
+}
+
 /// The worker failed mid-stream: the client gets a clean error and is billed for what it received.
 async fn fail(ledger: &Ledger, metered: &Metered, dialect: &mut impl Dialect, tx: &Tx, why: &str) {
     tracing::warn!(request_id = %ledger.request_id, %why, "stream failed");
-    if let Err(e) = ledger.record(metered.failed()).await {
+    if let Err(e) = ledger.record_delivered(metered.failed()).await {
         tracing::error!(request_id = %ledger.request_id, error = %e, "failed stream not recorded");
     }
     send_all(tx, dialect.error(&ApiError::UpstreamFailed(why.to_owned()))).await;

@@ -9,9 +9,7 @@ mod models;
 mod responses;
 
 use axum::extract::DefaultBodyLimit;
-use axum::http::{HeaderName, HeaderValue, Request};
-use axum::middleware::{self, Next};
-use axum::response::Response;
+use axum::middleware;
 use axum::routing::{get, post};
 use axum::Router;
 use utoipa::OpenApi;
@@ -48,28 +46,12 @@ pub fn router(state: AppState) -> Router {
         )
         .merge(crate::admin::router())
         .route("/health", get(|| async { "ok" }))
+        .route("/metrics", get(crate::metrics::render))
         .route("/openapi.json", get(crate::openapi::serve))
         .fallback(|| async { ApiError::NoRoute })
         .layer(DefaultBodyLimit::max(limit))
         .layer(middleware::from_fn_with_state(state.clone(), body::read_in_time))
-        .layer(middleware::from_fn(request_id))
+        .layer(middleware::from_fn(crate::request_id::stamp))
+        .layer(middleware::from_fn(crate::metrics::track))
         .with_state(state)
-}
-
-/// Every response carries a request id, `x-request-id` for OpenAI clients and `request-id` for
-/// Anthropic ones. Handlers that mint their own (the id of a completion) set it first.
-async fn request_id(request: Request<axum::body::Body>, next: Next) -> Response {
-    let mut response = next.run(request).await;
-    let headers = response.headers_mut();
-    let id = match headers.get("x-request-id") {
-        Some(id) => id.clone(),
-        None => {
-            let minted = HeaderValue::from_str(&format!("req_{}", uuid::Uuid::now_v7().simple()));
-            let Ok(minted) = minted else { return response };
-            headers.insert(HeaderName::from_static("x-request-id"), minted.clone());
-            minted
-        }
-    };
-    headers.insert(HeaderName::from_static("request-id"), id);
-    response
 }

@@ -12,6 +12,8 @@ use crate::state::AppState;
 pub struct Upstream {
     pub response: reqwest::Response,
     pub worker: String,
+    /// When the request went to this worker: the gateway's overhead is measured against it.
+    pub sent: std::time::Instant,
 }
 
 /// Tries at most this many workers for one request.
@@ -25,7 +27,9 @@ pub async fn send(state: &AppState, model: &str, body: &Value, request_id: &str)
         return Err(ApiError::NoReadyWorker(model.to_owned()));
     }
     let mut last_error = String::new();
+    let mut all_busy = true;
     for worker in workers.iter().take(ATTEMPTS) {
+        let started = std::time::Instant::now();
         let sent = state
             .http
             .post(format!("{}/v1/chat/completions", worker.url))
@@ -35,21 +39,27 @@ pub async fn send(state: &AppState, model: &str, body: &Value, request_id: &str)
             .await;
         match sent {
             Ok(response) if !response.status().is_server_error() => {
-                return Ok(Upstream { response, worker: worker.url.clone() });
+                return Ok(Upstream { response, worker: worker.url.clone(), sent: started });
             }
             Ok(response) => {
                 last_error = format!("worker {} answered {}", worker.url, response.status());
+                all_busy &= response.status() == reqwest::StatusCode::SERVICE_UNAVAILABLE;
                 // A 503 from a busy worker is load, not a failure: try the next without marking it down.
                 if response.status() != reqwest::StatusCode::SERVICE_UNAVAILABLE {
                     state.registry.mark_down(&worker.url);
                 }
             }
             Err(e) => {
+                all_busy = false;
                 last_error = format!("worker {} unreachable: {e}", worker.url);
                 state.registry.mark_down(&worker.url);
             }
         }
         tracing::warn!(%request_id, error = %last_error, "worker failed before answering; trying another");
+    }
+    // Workers whose queues are full are load, not failure: a 503 the SDKs retry after a pause.
+    if all_busy {
+        return Err(ApiError::WorkersBusy(model.to_owned()));
     }
     Err(ApiError::UpstreamFailed(last_error))
 }

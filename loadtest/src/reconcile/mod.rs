@@ -100,7 +100,8 @@ pub fn check(observations: &[Observation], ledger: &Ledger, expect: &Expect) -> 
                 expect_delivered(&mut r, rec, o, expect, worst);
             }
             (Outcome::Refused | Outcome::ServerError, Some(rec)) => {
-                expect_status(&mut r, rec, &["rejected"]);
+                // A worker that failed before answering is recorded `failed`, at cost 0.
+                expect_status(&mut r, rec, &["rejected", "failed"]);
                 if !rec.cost.is_zero() {
                     r.fail("refusal_charged", format!("{id}: refused ({}) but charged {}", rec.http_status, rec.cost.normalize()));
                 }
@@ -142,7 +143,7 @@ pub fn check(observations: &[Observation], ledger: &Ledger, expect: &Expect) -> 
         if let Some(i) = twin {
             refusals.swap_remove(i);
             paired += 1;
-            expect_status(&mut r, rec, &["rejected"]);
+            expect_status(&mut r, rec, &["rejected", "failed"]);
             if !rec.cost.is_zero() {
                 r.fail("refusal_charged", format!("{}: refusal recorded at {}, not 0", rec.request_id, rec.cost.normalize()));
             }

@@ -8,6 +8,7 @@ mod scheduler;
 mod slot;
 mod text;
 
+use runaii_wire::metrics::{Histograms, LATENCY_BUCKETS};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
@@ -75,6 +76,34 @@ pub struct EngineStats {
     /// Time spent inside llama.cpp's decode, and choosing tokens (masking + sampling), in microseconds.
     pub decode_micros: AtomicU64,
     pub sample_micros: AtomicU64,
+    pub latency: Latency,
+}
+
+/// Histograms of finished answers' timings.
+#[derive(Debug)]
+pub struct Latency {
+    /// Enqueued to first sampled token: queue plus prompt.
+    pub ttft: Histograms,
+    pub tpot: Histograms,
+    /// Enqueued to the last token.
+    pub e2e: Histograms,
+}
+
+impl Default for Latency {
+    fn default() -> Self {
+        Self { ttft: Histograms::new(&[], &LATENCY_BUCKETS), tpot: Histograms::new(&[], &LATENCY_BUCKETS), e2e: Histograms::new(&[], &LATENCY_BUCKETS) }
+    }
+}
+
+impl Latency {
+    pub fn observe(&self, t: &runaii_wire::Timings) {
+        let ms = |v: f64| std::time::Duration::from_secs_f64((v / 1000.0).max(0.0));
+        self.ttft.observe(&[], ms(t.queue_ms + t.prompt_ms));
+        self.e2e.observe(&[], ms(t.queue_ms + t.prompt_ms + t.generation_ms));
+        if t.predicted_n > 0 {
+            self.tpot.observe(&[], ms(t.generation_ms / f64::from(t.predicted_n)));
+        }
+    }
 }
 
 impl EngineStats {

@@ -204,7 +204,9 @@ impl Scheduler<'_> {
                 active.send(Event::Delta { text: rest, completion_tokens: active.generated });
             }
             EngineStats::add(&self.stats.finished, 1);
-            active.send(Event::Done(active.finished(reason)));
+            let done = active.finished(reason);
+            self.stats.latency.observe(&done.timings);
+            active.send(Event::Done(done));
         }
     }
 

@@ -88,6 +88,9 @@ pub(super) async fn render(State(state): State<AppState>) -> impl IntoResponse {
         for (name, counter) in counters {
             let _ = writeln!(out, "# TYPE {name} counter\n{name} {}", EngineStats::get(counter));
         }
+        s.latency.ttft.write(&mut out, "runaii_worker_time_to_first_token_seconds", "Enqueued to first token (queue plus prompt).");
+        s.latency.tpot.write(&mut out, "runaii_worker_time_per_output_token_seconds", "Generation time per output token.");
+        s.latency.e2e.write(&mut out, "runaii_worker_request_seconds", "Enqueued to last token, finished answers.");
         let queued = loaded.queue_depth();
         let _ = writeln!(out, "# TYPE runaii_worker_slots_busy gauge\nrunaii_worker_slots_busy {}", EngineStats::get(&s.active_slots));
         let _ = writeln!(out, "# TYPE runaii_worker_slots gauge\nrunaii_worker_slots {}", loaded.settings.slots);

@@ -1,0 +1,131 @@
+//! The gateway's Prometheus metrics: HTTP answers by route and status; per model the requests by outcome,
+//! tokens, exact cost, time to first token, time per output token and end-to-end latency; the gateway's
+//! own overhead (a request's time minus the time its worker took); schema refusals; and, read from the
+//! worker registry on each scrape, ready workers, busy slots and queue depth.
+//!
+//! One registry per process (as Prometheus client libraries do): every part of the gateway records into
+//! it without threading a handle through, and tests that run several gateways in one process see sums.
+
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use axum::extract::{MatchedPath, Request, State};
+use axum::http::header;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use rust_decimal::Decimal;
+use runaii_wire::metrics::{write_gauge, Counters, Histograms, LATENCY_BUCKETS};
+
+use crate::state::AppState;
+
+#[derive(Debug)]
+pub struct Metrics {
+    pub http: Counters<u64>,
+    pub http_latency: Histograms,
+    pub requests: Counters<u64>,
+    pub tokens: Counters<u64>,
+    pub cost: Counters<Decimal>,
+    pub ttft: Histograms,
+    pub tpot: Histograms,
+    pub e2e: Histograms,
+    pub overhead: Histograms,
+    pub schema_refusals: Counters<u64>,
+}
+
+#[must_use]
+pub fn global() -> &'static Metrics {
+    static METRICS: OnceLock<Metrics> = OnceLock::new();
+    METRICS.get_or_init(|| Metrics {
+        http: Counters::new(&["route", "code"]),
+        http_latency: Histograms::new(&["route"], &LATENCY_BUCKETS),
+        requests: Counters::new(&["endpoint", "model", "status"]),
+        tokens: Counters::new(&["model", "kind"]),
+        cost: Counters::new(&["model"]),
+        ttft: Histograms::new(&["model"], &LATENCY_BUCKETS),
+        tpot: Histograms::new(&["model"], &LATENCY_BUCKETS),
+        e2e: Histograms::new(&["model", "endpoint"], &LATENCY_BUCKETS),
+        overhead: Histograms::new(&["endpoint"], &LATENCY_BUCKETS),
+        schema_refusals: Counters::new(&["reason"]),
+    })
+}
+
+tokio::task_local! {
+    static ARRIVED: Instant;
+}
+
+/// When the request being handled reached the gateway (now, outside a request).
+#[must_use]
+pub fn arrived() -> Instant {
+    ARRIVED.try_with(|t| *t).unwrap_or_else(|_| Instant::now())
+}
+
+/// Counts every answer by route template and status, and times it to its headers (a stream's length is
+/// the model's business, measured by the per-model histograms).
+pub async fn track(request: Request, next: Next) -> Response {
+    let route = request.extensions().get::<MatchedPath>().map_or_else(|| "unmatched".to_owned(), |p| p.as_str().to_owned());
+    let started = Instant::now();
+    let response = ARRIVED.scope(started, next.run(request)).await;
+    let m = global();
+    m.http.add(&[&route, response.status().as_str()], 1);
+    m.http_latency.observe(&[&route], started.elapsed());
+    response
+}
+
+impl Metrics {
+    /// A request's recorded outcome, as the ledger wrote it.
+    pub fn recorded(&self, endpoint: &str, model: &str, status: &str, input_tokens: u32, output_tokens: u32, cost: Decimal, took: Duration) {
+        self.requests.add(&[endpoint, model, status], 1);
+        self.tokens.add(&[model, "input"], u64::from(input_tokens));
+        self.tokens.add(&[model, "output"], u64::from(output_tokens));
+        self.cost.add(&[model], cost);
+        if status == "succeeded" {
+            self.e2e.observe(&[model, endpoint], took);
+        }
+    }
+
+    /// The worker's `timings` of a finished answer: time per output token.
+    pub fn worker_timings(&self, model: &str, timings: &serde_json::Value) {
+        let generation_ms = timings["generation_ms"].as_f64().unwrap_or(0.0);
+        let tokens = timings["predicted_n"].as_u64().unwrap_or(0);
+        if tokens > 0 && generation_ms >= 0.0 {
+            #[allow(clippy::cast_precision_loss)]
+            let per_token = Duration::from_secs_f64(generation_ms / 1000.0 / tokens as f64);
+            self.tpot.observe(&[model], per_token);
+        }
+    }
+
+    /// The gateway's own share of a request: its whole time minus the time spent waiting on the worker.
+    pub fn overhead(&self, endpoint: &str, total: Duration, upstream: Duration) {
+        self.overhead.observe(&[endpoint], total.saturating_sub(upstream));
+    }
+}
+
+/// `GET /metrics`: the registry, plus the worker registry's view of each model.
+pub async fn render(State(state): State<AppState>) -> impl IntoResponse {
+    let m = global();
+    let mut out = String::with_capacity(8192);
+    m.http.write(&mut out, "runaii_gateway_http_responses_total", "HTTP answers by route template and status code.");
+    m.http_latency.write(&mut out, "runaii_gateway_http_response_seconds", "Time from request to response headers, by route.");
+    m.requests.write(&mut out, "runaii_gateway_requests_total", "Recorded requests by endpoint, model and outcome (one per cost record).");
+    m.tokens.write(&mut out, "runaii_gateway_tokens_total", "Billed tokens by model and kind (input, output).");
+    m.cost.write(&mut out, "runaii_gateway_cost_usd_total", "Billed cost in USD by model, exact (the sum of the cost records).");
+    m.ttft.write(&mut out, "runaii_gateway_time_to_first_token_seconds", "Streams: request arrival to the first answer chunk.");
+    m.tpot.write(&mut out, "runaii_gateway_time_per_output_token_seconds", "The worker's generation time per output token.");
+    m.e2e.write(&mut out, "runaii_gateway_request_seconds", "Completed requests, arrival to cost record.");
+    m.overhead.write(&mut out, "runaii_gateway_overhead_seconds", "A request's time in the gateway: total minus the wait on the worker.");
+    m.schema_refusals.write(&mut out, "runaii_gateway_schema_refusals_total", "Schemas refused before any token, by reason.");
+
+    let workers = state.registry.all_ready().await;
+    let mut ready = std::collections::BTreeMap::<String, (u64, u64, u64)>::new();
+    for w in &workers {
+        let e = ready.entry(w.model.clone()).or_default();
+        e.0 += 1;
+        e.1 += w.slots_busy;
+        e.2 += w.queue_depth;
+    }
+    let rows = |pick: fn(&(u64, u64, u64)) -> u64| ready.iter().map(|(model, v)| (vec![model.clone()], pick(v))).collect::<Vec<_>>();
+    write_gauge(&mut out, "runaii_gateway_ready_workers", "Ready workers by model.", &["model"], &rows(|v| v.0));
+    write_gauge(&mut out, "runaii_gateway_worker_slots_busy", "Busy slots on ready workers, by model.", &["model"], &rows(|v| v.1));
+    write_gauge(&mut out, "runaii_gateway_worker_queue_depth", "Requests queued on ready workers, by model.", &["model"], &rows(|v| v.2));
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], out)
+}
