@@ -37,7 +37,9 @@ impl Application {
         let every = std::time::Duration::from_millis(self.state.settings.probe_ms);
         tokio::spawn(async move { registry.probe_forever(every).await });
         tokio::spawn(housekeeping(self.state.db.clone(), self.state.settings.limits.clone()));
-        axum::serve(self.listener.tap_io(no_delay), routes::router(self.state)).await?;
+        axum::serve(self.listener.tap_io(no_delay), routes::router(self.state))
+            .with_graceful_shutdown(runaii_wire::shutdown::signal())
+            .await?;
         Ok(())
     }
 }

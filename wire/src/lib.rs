@@ -3,12 +3,16 @@
 //! Requests are parsed leniently (unknown fields are ignored, as OpenAI clients send many), responses are
 //! written with every field the official SDKs dereference, so `openai-python` and `openai-node` read them
 //! unchanged.
+//!
+//! Besides the types, what both binaries must do alike: the schema budget checked before any compile
+//! (`schema_budget`), Prometheus exposition (`metrics`) and stopping on SIGTERM (`shutdown`).
 
 pub mod chat;
 pub mod error;
 pub mod metrics;
 pub mod openapi;
 pub mod schema_budget;
+pub mod shutdown;
 
 pub use chat::*;
 pub use error::{ErrorBody, ErrorDetail};

@@ -65,7 +65,10 @@ impl Application {
             let listener = axum::serve::ListenerExt::tap_io(listener, |tcp: &mut tokio::net::TcpStream| {
                 let _ = tcp.set_nodelay(true);
             });
-            axum::serve(listener, http::router(state)).await.map_err(anyhow::Error::from)
+            axum::serve(listener, http::router(state))
+                .with_graceful_shutdown(runaii_wire::shutdown::signal())
+                .await
+                .map_err(anyhow::Error::from)
         };
         tokio::select! {
             r = load => r,
