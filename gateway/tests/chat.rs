@@ -115,13 +115,14 @@ async fn bad_schemas_are_400_and_cost_nothing() {
 
     let mut unenforceable = invoice_request();
     unenforceable["response_format"]["json_schema"]["schema"] = json!({"type": "array", "items": {"type": "integer"}, "uniqueItems": true});
-    let (status, body, _) = app.post_json("/v1/chat/completions", &unenforceable).await;
+    let (status, body, request_id) = app.post_json("/v1/chat/completions", &unenforceable).await;
     assert_eq!(status, 400, "{body}");
     assert_eq!(body["error"]["code"], "upstream_rejected");
 
     let rows = app.cost_rows().await;
     assert!(rows.iter().all(|r| r.4 == Decimal::ZERO && r.1 == "rejected"), "{rows:?}");
     assert_eq!(rows.len(), 1, "the engine refusal is recorded, at zero cost");
+    assert_eq!(rows[0].0, request_id, "the refusal names its cost record");
 }
 
 async fn sse(response: reqwest::Response) -> Vec<String> {
