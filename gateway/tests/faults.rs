@@ -52,7 +52,7 @@ async fn worker_killed_mid_stream_bills_what_was_delivered_and_traffic_moves_on(
     runaii_gateway::db::models::upsert(&app.db, &model, 4096, catalog_price("0.10"), catalog_price("0.30"), None).await.unwrap();
     let announce = ["--model-id", model.as_str(), "--announce-redis-url", "redis://127.0.0.1:6379"];
     let doomed = start_worker(&announce);
-    wait_until_ready(&app.base, &model, true, Duration::from_secs(10)).await;
+    wait_until_ready(&app.base, &model, true, Duration::from_secs(30)).await;
 
     let mut request = runaii_testkit::long_answer_request(400, 600, true);
     request["model"] = json!(model);
@@ -97,7 +97,7 @@ async fn worker_killed_mid_stream_bills_what_was_delivered_and_traffic_moves_on(
     assert_eq!((status, body["error"]["code"].as_str()), (503, Some("model_unavailable")), "{body}");
 
     let _survivor = start_worker(&announce);
-    wait_until_ready(&app.base, &model, true, Duration::from_secs(10)).await;
+    wait_until_ready(&app.base, &model, true, Duration::from_secs(30)).await;
     let (status, body, _) = app.post_json("/v1/chat/completions", &json!({"model": model, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4})).await;
     assert_eq!(status, 200, "the live worker serves: {body}");
 }
