@@ -181,10 +181,18 @@ impl From<sqlx::Error> for ApiError {
         if database_unavailable(&e) {
             tracing::error!(error = %e, "database unavailable");
             Self::LedgerUnavailable
+        } else if is_nul_in_text(&e) {
+            // Postgres text cannot hold U+0000; only client text (a name, a note, an id) ever carries it.
+            Self::InvalidRequest { message: "text must not contain NUL (U+0000) characters".into(), param: None, code: "invalid_request_error" }
         } else {
             Self::Internal(e.to_string())
         }
     }
+}
+
+/// 22021 `character_not_in_repertoire`: what Postgres answers for a NUL character in text.
+fn is_nul_in_text(e: &sqlx::Error) -> bool {
+    matches!(e, sqlx::Error::Database(db) if db.code().as_deref() == Some("22021"))
 }
 
 /// Postgres down, restarting (57P…), or out of connections (53…): the ledger cannot be written, which is

@@ -14,6 +14,7 @@ pub mod completions;
 pub mod config;
 pub mod db;
 pub mod error;
+pub mod extract;
 pub mod idempotency;
 pub mod messages;
 pub mod metrics;

@@ -12,7 +12,8 @@ pub struct ChatCompletionRequest {
     /// A model id from `GET /v1/models`.
     #[schema(example = "smollm2-135m-instruct")]
     pub model: String,
-    /// The conversation so far.
+    /// The conversation so far: at least one message.
+    #[schema(min_items = 1)]
     pub messages: Vec<ChatMessage>,
     /// 0 to 2; 1 by default.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -33,12 +34,16 @@ pub struct ChatCompletionRequest {
     pub stop: Option<StopSequences>,
     /// Deprecated spelling of `max_completion_tokens`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 1)]
     pub max_tokens: Option<i64>,
-    /// The most tokens to generate; wins over `max_tokens`. By default what the context leaves.
+    /// The most tokens to generate; wins over `max_tokens`. By default what the context leaves (up to
+    /// the worker's default); more than the context leaves is a 400 `context_length_exceeded`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 1)]
     pub max_completion_tokens: Option<i64>,
     /// Only 1 is supported.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 1, maximum = 1)]
     pub n: Option<i64>,
     /// Answer as server-sent events (`text/event-stream` of `chat.completion.chunk`s, then `data: [DONE]`).
     #[serde(default)]
@@ -103,7 +108,7 @@ impl StopSequences {
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct ChatMessage {
     /// `system`, `developer`, `user`, `assistant` or `tool`.
-    #[schema(example = "user")]
+    #[schema(pattern = "^(system|developer|user|assistant|tool)$", example = "user")]
     pub role: String,
     #[serde(default)]
     pub content: Option<MessageContent>,
@@ -131,9 +136,10 @@ pub enum MessageContent {
 pub struct ContentPart {
     /// `text`.
     #[serde(rename = "type")]
-    #[schema(example = "text")]
+    #[schema(pattern = "^text$", example = "text")]
     pub kind: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(required = true, value_type = String)]
     pub text: Option<String>,
 }
 

@@ -31,7 +31,7 @@ pub(super) struct AuditQuery {
     security(("admin_jwt" = [])),
     responses(
         (status = 200, description = "Changes, oldest first", body = crate::openapi::admin::AuditPage),
-        (status = 400, response = crate::openapi::errors::AdminBadRequest),
+        (status = 400, response = crate::openapi::errors::InvalidRequest),
         (status = 401, response = crate::openapi::errors::AdminUnauthorized),
         (status = 403, response = crate::openapi::errors::AdminForbidden),
         (status = 503, response = crate::openapi::errors::AdminUnavailable),

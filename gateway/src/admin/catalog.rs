@@ -1,7 +1,7 @@
 //! Ops: the catalog (models, prices, enable/disable, visibility, workers) and live worker health.
 
 use axum::extract::rejection::JsonRejection;
-use axum::extract::{Json, Path, State};
+use axum::extract::{Json, State};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
@@ -10,6 +10,7 @@ use super::{Claims, Role};
 use crate::db::audit::{self, Change};
 use crate::db::models::{self, CatalogEntry, ModelChange};
 use crate::error::ApiError;
+use crate::extract::Path;
 use crate::state::AppState;
 
 #[utoipa::path(
@@ -60,7 +61,7 @@ pub(super) struct NewModel {
     security(("admin_jwt" = [])),
     responses(
         (status = 200, description = "The new catalog entry", body = CatalogEntry),
-        (status = 400, response = crate::openapi::errors::AdminBadRequest),
+        (status = 400, response = crate::openapi::errors::InvalidRequest),
         (status = 401, response = crate::openapi::errors::AdminUnauthorized),
         (status = 403, response = crate::openapi::errors::AdminForbidden),
         (status = 409, response = crate::openapi::errors::AdminConflict),
@@ -98,7 +99,7 @@ pub(super) async fn create(
     security(("admin_jwt" = [])),
     responses(
         (status = 200, description = "The changed catalog entry", body = CatalogEntry),
-        (status = 400, response = crate::openapi::errors::AdminBadRequest),
+        (status = 400, response = crate::openapi::errors::InvalidRequest),
         (status = 401, response = crate::openapi::errors::AdminUnauthorized),
         (status = 403, response = crate::openapi::errors::AdminForbidden),
         (status = 404, response = crate::openapi::errors::AdminNotFound),

@@ -2,7 +2,7 @@
 //! Amounts are decimal strings, exact; a month's CSV sums to its total to the last digit.
 
 use axum::extract::rejection::QueryRejection;
-use axum::extract::{Json, Path, Query, State};
+use axum::extract::{Json, Query, State};
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use chrono::{DateTime, Datelike, NaiveDate, TimeZone, Utc};
@@ -14,6 +14,7 @@ use super::input::{page, page_size, query};
 use super::{Claims, Role};
 use crate::db::reports::{self, CostFilter, CostRow};
 use crate::error::ApiError;
+use crate::extract::Path;
 use crate::state::AppState;
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
@@ -49,7 +50,7 @@ const EXPORT_PAGE: i64 = 1000;
     security(("admin_jwt" = [])),
     responses(
         (status = 200, description = "A page of records, or with `format=csv` every matching record", content((crate::openapi::admin::CostRecordPage = "application/json"), (crate::openapi::admin::CostRecordsCsv = "text/csv"))),
-        (status = 400, response = crate::openapi::errors::AdminBadRequest),
+        (status = 400, response = crate::openapi::errors::InvalidRequest),
         (status = 401, response = crate::openapi::errors::AdminUnauthorized),
         (status = 403, response = crate::openapi::errors::AdminForbidden),
         (status = 404, response = crate::openapi::errors::AdminNotFound),
@@ -176,7 +177,7 @@ pub(super) struct TotalsQuery {
     security(("admin_jwt" = [])),
     responses(
         (status = 200, description = "One entry per tenant with records that month", body = crate::openapi::admin::MonthlyTotalList),
-        (status = 400, response = crate::openapi::errors::AdminBadRequest),
+        (status = 400, response = crate::openapi::errors::InvalidRequest),
         (status = 401, response = crate::openapi::errors::AdminUnauthorized),
         (status = 403, response = crate::openapi::errors::AdminForbidden),
         (status = 404, response = crate::openapi::errors::AdminNotFound),
@@ -222,7 +223,7 @@ pub(super) struct LedgerQuery {
     security(("admin_jwt" = [])),
     responses(
         (status = 200, description = "Grants and charges, oldest first", body = crate::openapi::admin::LedgerPage),
-        (status = 400, response = crate::openapi::errors::AdminBadRequest),
+        (status = 400, response = crate::openapi::errors::InvalidRequest),
         (status = 401, response = crate::openapi::errors::AdminUnauthorized),
         (status = 403, response = crate::openapi::errors::AdminForbidden),
         (status = 404, response = crate::openapi::errors::AdminNotFound),

@@ -2,7 +2,7 @@
 //! Tenants can also be read by finance. A token confined to a tenant sees and changes only that one.
 
 use axum::extract::rejection::JsonRejection;
-use axum::extract::{Json, Path, State};
+use axum::extract::{Json, State};
 use chrono::{DateTime, Utc};
 use rust_decimal::Decimal;
 use serde::Deserialize;
@@ -16,6 +16,7 @@ use crate::db::audit::{self, Change};
 use crate::db::keys::{self, KeyInfo, NewKey};
 use crate::db::{credits, models, tenants};
 use crate::error::ApiError;
+use crate::extract::Path;
 use crate::state::AppState;
 
 fn tenant_json(t: &tenants::Tenant) -> Value {
@@ -60,7 +61,7 @@ pub(super) async fn list(State(state): State<AppState>, claims: Claims) -> Resul
     security(("admin_jwt" = [])),
     responses(
         (status = 200, description = "The tenant", body = crate::openapi::admin::Tenant),
-        (status = 400, response = crate::openapi::errors::AdminBadRequest),
+        (status = 400, response = crate::openapi::errors::InvalidRequest),
         (status = 401, response = crate::openapi::errors::AdminUnauthorized),
         (status = 403, response = crate::openapi::errors::AdminForbidden),
         (status = 404, response = crate::openapi::errors::AdminNotFound),
@@ -97,7 +98,7 @@ pub(super) struct NewTenant {
     security(("admin_jwt" = [])),
     responses(
         (status = 200, description = "The new tenant", body = crate::openapi::admin::Tenant),
-        (status = 400, response = crate::openapi::errors::AdminBadRequest),
+        (status = 400, response = crate::openapi::errors::InvalidRequest),
         (status = 401, response = crate::openapi::errors::AdminUnauthorized),
         (status = 403, response = crate::openapi::errors::AdminForbidden),
         (status = 409, response = crate::openapi::errors::AdminConflict),
@@ -151,7 +152,7 @@ pub(super) struct Grant {
     security(("admin_jwt" = [])),
     responses(
         (status = 200, description = "The balance after the grant", body = crate::openapi::admin::GrantResult),
-        (status = 400, response = crate::openapi::errors::AdminBadRequest),
+        (status = 400, response = crate::openapi::errors::InvalidRequest),
         (status = 401, response = crate::openapi::errors::AdminUnauthorized),
         (status = 403, response = crate::openapi::errors::AdminForbidden),
         (status = 404, response = crate::openapi::errors::AdminNotFound),
@@ -197,7 +198,7 @@ pub(super) async fn grant(
     security(("admin_jwt" = [])),
     responses(
         (status = 200, description = "Keys without their secrets", body = crate::openapi::admin::KeyList),
-        (status = 400, response = crate::openapi::errors::AdminBadRequest),
+        (status = 400, response = crate::openapi::errors::InvalidRequest),
         (status = 401, response = crate::openapi::errors::AdminUnauthorized),
         (status = 403, response = crate::openapi::errors::AdminForbidden),
         (status = 404, response = crate::openapi::errors::AdminNotFound),
@@ -234,7 +235,7 @@ pub(super) struct KeySpec {
     security(("admin_jwt" = [])),
     responses(
         (status = 200, description = "The key, with its secret in `key`: shown this once", body = crate::openapi::admin::CreatedKey),
-        (status = 400, response = crate::openapi::errors::AdminBadRequest),
+        (status = 400, response = crate::openapi::errors::InvalidRequest),
         (status = 401, response = crate::openapi::errors::AdminUnauthorized),
         (status = 403, response = crate::openapi::errors::AdminForbidden),
         (status = 404, response = crate::openapi::errors::AdminNotFound),
@@ -289,7 +290,7 @@ pub(super) struct KeyUpdate {
     security(("admin_jwt" = [])),
     responses(
         (status = 200, description = "The key", body = KeyInfo),
-        (status = 400, response = crate::openapi::errors::AdminBadRequest),
+        (status = 400, response = crate::openapi::errors::InvalidRequest),
         (status = 401, response = crate::openapi::errors::AdminUnauthorized),
         (status = 403, response = crate::openapi::errors::AdminForbidden),
         (status = 404, response = crate::openapi::errors::AdminNotFound),
@@ -328,7 +329,7 @@ pub(super) async fn update_key(
     security(("admin_jwt" = [])),
     responses(
         (status = 200, description = "The revoked key (the first revocation time is kept)", body = KeyInfo),
-        (status = 400, response = crate::openapi::errors::AdminBadRequest),
+        (status = 400, response = crate::openapi::errors::InvalidRequest),
         (status = 401, response = crate::openapi::errors::AdminUnauthorized),
         (status = 403, response = crate::openapi::errors::AdminForbidden),
         (status = 404, response = crate::openapi::errors::AdminNotFound),
@@ -362,7 +363,7 @@ async fn key_in_scope(tx: &mut sqlx::PgConnection, claims: &Claims, key_id: Uuid
     security(("admin_jwt" = [])),
     responses(
         (status = 200, description = "The tenant's access", body = crate::openapi::admin::ModelAccess),
-        (status = 400, response = crate::openapi::errors::AdminBadRequest),
+        (status = 400, response = crate::openapi::errors::InvalidRequest),
         (status = 401, response = crate::openapi::errors::AdminUnauthorized),
         (status = 403, response = crate::openapi::errors::AdminForbidden),
         (status = 404, response = crate::openapi::errors::AdminNotFound),
@@ -388,7 +389,7 @@ pub(super) async fn allow_model(
     security(("admin_jwt" = [])),
     responses(
         (status = 200, description = "The tenant's access", body = crate::openapi::admin::ModelAccess),
-        (status = 400, response = crate::openapi::errors::AdminBadRequest),
+        (status = 400, response = crate::openapi::errors::InvalidRequest),
         (status = 401, response = crate::openapi::errors::AdminUnauthorized),
         (status = 403, response = crate::openapi::errors::AdminForbidden),
         (status = 404, response = crate::openapi::errors::AdminNotFound),

@@ -23,12 +23,3 @@ pub struct BilledUsage {
     #[schema(minimum = 0, example = 0.0000196)]
     pub cost: f64,
 }
-
-/// Server-sent events, each `data: <chat.completion.chunk JSON>` (schema `ChatCompletionChunk`), no
-/// `event:` lines; the first delta carries `role`, the last choice chunk `finish_reason`. With
-/// `stream_options.include_usage` every chunk has `usage: null` and a last chunk with `choices: []`
-/// carries `usage` with `cost`. The stream ends with `data: [DONE]`. A failure mid-stream is one
-/// `data: {"error": {…}}` event (OpenAI's error shape) instead of the rest.
-#[derive(Serialize, ToSchema)]
-#[schema(value_type = String)]
-pub struct ChatStream(pub String);

@@ -22,7 +22,8 @@ macro_rules! error_responses {
 error_responses! {
     /// The request is malformed or asks for what the gateway or the engine refuses: `invalid_json`,
     /// `invalid_request_error` or `invalid_request` (the field is in `param`), `previous_response_not_found`,
-    /// `upstream_rejected` (the engine refused the schema or grammar), or the worker's own code
+    /// `upstream_rejected` (the engine refused the schema or grammar), `schema_too_complex` (a schema over
+    /// the gateway's budget for the model), or the worker's own code
     /// (`invalid_value`, `context_length_exceeded`, `invalid_messages`, `conflicting_constraints`, …). A
     /// malformed `Idempotency-Key` is refused here too. Refusals are not charged.
     BadRequest(ErrorBody);
@@ -36,6 +37,8 @@ error_responses! {
     IdempotencyInProgress(ErrorBody) [("retry-after" = String, description = "Seconds to wait: `1`")];
     /// `payload_too_large`: the body is larger than the gateway accepts (`--max-body-bytes`, 4 MiB by default).
     PayloadTooLarge(ErrorBody);
+    /// `request_timeout`: the request body did not arrive within `--body-read-timeout-ms` (30 s by default).
+    RequestTimeout(ErrorBody);
     /// `idempotency_key_reused`: this `Idempotency-Key` came with another body before.
     IdempotencyKeyReused(ErrorBody) [("x-should-retry" = String, description = "`false`")];
     /// `rate_limit_exceeded`: the key's requests or tokens per minute are spent (`type` says which).
@@ -62,6 +65,8 @@ error_responses! {
     MessagesIdempotencyInProgress(AnthropicError) [("retry-after" = String, description = "Seconds to wait: `1`")];
     /// `request_too_large`: the body is larger than the gateway accepts.
     MessagesPayloadTooLarge(AnthropicError);
+    /// `invalid_request_error`: the request body did not arrive within the gateway's deadline.
+    MessagesRequestTimeout(AnthropicError);
     /// `invalid_request_error`: this `Idempotency-Key` came with another body before.
     MessagesIdempotencyKeyReused(AnthropicError) [("x-should-retry" = String, description = "`false`")];
     /// `rate_limit_error`: the key's requests or tokens per minute are spent.
@@ -74,8 +79,9 @@ error_responses! {
     /// `overloaded_error`: no ready worker, the cost ledger unavailable, or the rate limiter unavailable.
     MessagesUnavailable(AnthropicError) [("retry-after" = String, description = "Seconds to wait: `1`")];
 
-    /// `invalid_json`, or `invalid_request_error` with the query parameter or field in `param`.
-    AdminBadRequest(ErrorBody);
+    /// `invalid_json`, or `invalid_request_error` with the path, query parameter or field at fault in
+    /// `param` when there is one (a malformed id, text with a NUL character).
+    InvalidRequest(ErrorBody);
     /// `invalid_admin_token`: the JWT is missing, malformed, expired, badly signed, or has no `exp`.
     AdminUnauthorized(ErrorBody);
     /// `insufficient_role`: the token lacks the route's role (or is confined to a tenant where the route

@@ -13,6 +13,8 @@ pub struct MessagesRequest {
     /// At least 1.
     #[schema(minimum = 1)]
     pub max_tokens: u64,
+    /// Alternating turns, at least one (unless `system` alone is the prompt).
+    #[schema(min_items = 1)]
     pub messages: Vec<MessageParam>,
     /// A string or text blocks.
     pub system: Option<SystemPrompt>,
@@ -207,11 +209,81 @@ pub struct AnthropicErrorDetail {
     pub message: String,
 }
 
-/// Server-sent events in Anthropic's order, each with an `event:` line: `message_start` (a `Message`
-/// with empty `content` and the prompt's usage), per content block `content_block_start`,
-/// `content_block_delta` (`text_delta` or `input_json_delta`)…, `content_block_stop`, then
-/// `message_delta` (`stop_reason`, `stop_sequence`, `usage` with `cost`) and `message_stop`. A failure
-/// mid-stream is one `error` event in Anthropic's error shape.
+/// The `data` of one Messages stream event (its `type` repeats the SSE `event` name): `message` on
+/// `message_start`; `index` and `content_block` on `content_block_start`; `index` and `delta` on
+/// `content_block_delta` (`text_delta` or `input_json_delta`) and `content_block_stop` (index only);
+/// `delta` (`stop_reason`, `stop_sequence`) and `usage` (with `cost`) on `message_delta`; `error` on
+/// `error`.
 #[derive(Serialize, ToSchema)]
-#[schema(value_type = String)]
-pub struct MessagesStream(pub String);
+pub struct MessageStreamEvent {
+    #[serde(rename = "type")]
+    pub kind: MessageStreamEventType,
+    #[schema(nullable = false)]
+    pub message: Option<MessageStart>,
+    #[schema(nullable = false)]
+    pub index: Option<u64>,
+    #[schema(nullable = false)]
+    pub content_block: Option<ContentBlock>,
+    #[schema(nullable = false)]
+    pub delta: Option<StreamDelta>,
+    #[schema(nullable = false)]
+    pub usage: Option<StreamUsage>,
+    #[schema(nullable = false)]
+    pub error: Option<AnthropicErrorDetail>,
+}
+
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum MessageStreamEventType {
+    MessageStart,
+    ContentBlockStart,
+    ContentBlockDelta,
+    ContentBlockStop,
+    MessageDelta,
+    MessageStop,
+    Error,
+}
+
+/// The message as `message_start` announces it: no content yet, no stop reason, the prompt's tokens.
+#[derive(Serialize, ToSchema)]
+pub struct MessageStart {
+    pub id: String,
+    #[serde(rename = "type")]
+    #[schema(pattern = "^message$")]
+    pub kind: String,
+    #[schema(pattern = "^assistant$")]
+    pub role: String,
+    pub model: String,
+    #[schema(value_type = Vec<Object>, max_items = 0)]
+    pub content: Vec<Value>,
+    /// Null until `message_delta`.
+    pub stop_reason: Option<String>,
+    pub stop_sequence: Option<String>,
+    pub usage: StreamUsage,
+}
+
+/// A block's delta (`type` `text_delta` with `text`, or `input_json_delta` with `partial_json`), or on
+/// `message_delta` the stop reason and sequence.
+#[derive(Serialize, ToSchema)]
+pub struct StreamDelta {
+    #[serde(rename = "type")]
+    #[schema(nullable = false, pattern = "^(text_delta|input_json_delta)$")]
+    pub kind: Option<String>,
+    #[schema(nullable = false)]
+    pub text: Option<String>,
+    /// A fragment of the tool input's JSON text; the fragments join into the input.
+    #[schema(nullable = false)]
+    pub partial_json: Option<String>,
+    #[schema(nullable = false)]
+    pub stop_reason: Option<StopReason>,
+    pub stop_sequence: Option<String>,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct StreamUsage {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    /// On `message_delta`: USD, a JSON number with the ledger's exact digits.
+    #[schema(nullable = false, minimum = 0)]
+    pub cost: Option<f64>,
+}

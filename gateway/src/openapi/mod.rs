@@ -12,11 +12,12 @@ pub mod admin;
 pub mod catalog;
 pub mod chat;
 pub mod errors;
-mod headers;
+mod layers;
 pub mod messages;
 pub mod params;
 pub mod responses;
 mod security;
+pub mod streams;
 
 use std::sync::LazyLock;
 
@@ -44,7 +45,13 @@ an admin API. Guide: docs/api.md.",
         (name = "service", description = "Health and this document"),
     ),
     components(
-        schemas(runaii_wire::ErrorBody, messages::AnthropicError, runaii_wire::ChatCompletionChunk),
+        schemas(
+            runaii_wire::ErrorBody,
+            messages::AnthropicError,
+            runaii_wire::ChatCompletionChunk,
+            responses::ResponseStreamEvent,
+            messages::MessageStreamEvent,
+        ),
         responses(
             errors::BadRequest,
             errors::Unauthorized,
@@ -52,6 +59,7 @@ an admin API. Guide: docs/api.md.",
             errors::NotFound,
             errors::IdempotencyInProgress,
             errors::PayloadTooLarge,
+            errors::RequestTimeout,
             errors::IdempotencyKeyReused,
             errors::RateLimited,
             errors::BadGateway,
@@ -62,11 +70,12 @@ an admin API. Guide: docs/api.md.",
             errors::MessagesNotFound,
             errors::MessagesIdempotencyInProgress,
             errors::MessagesPayloadTooLarge,
+            errors::MessagesRequestTimeout,
             errors::MessagesIdempotencyKeyReused,
             errors::MessagesRateLimited,
             errors::MessagesBadGateway,
             errors::MessagesUnavailable,
-            errors::AdminBadRequest,
+            errors::InvalidRequest,
             errors::AdminUnauthorized,
             errors::AdminForbidden,
             errors::AdminNotFound,
@@ -78,21 +87,24 @@ an admin API. Guide: docs/api.md.",
 )]
 struct Base;
 
-/// The whole document: the base above, the public routes, the admin routes, and the headers every
-/// answer carries.
+/// The whole document: the base above, the public routes, the admin routes, and what the layers around
+/// the handlers add (headers, the body reader's errors).
 #[must_use]
 pub fn document() -> utoipa::openapi::OpenApi {
     let mut doc = Base::openapi();
     doc.merge(crate::routes::PublicApi::openapi());
     doc.merge(crate::admin::AdminApi::openapi());
-    headers::add(&mut doc);
+    layers::add(&mut doc);
     doc
 }
 
-/// The document as committed: pretty-printed, keys in a stable order, one trailing newline.
+/// The document as committed and served: [`document`] with the stream event schemas utoipa cannot
+/// express ([`streams`]), pretty-printed, keys in a stable order, one trailing newline.
 #[must_use]
 pub fn to_json() -> String {
-    let mut text = document().to_pretty_json().unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"));
+    let mut doc = serde_json::to_value(document()).unwrap_or_default();
+    streams::describe(&mut doc);
+    let mut text = serde_json::to_string_pretty(&doc).unwrap_or_default();
     text.push('\n');
     text
 }

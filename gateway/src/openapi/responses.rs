@@ -208,12 +208,63 @@ pub struct OutputTokensDetails {
     pub reasoning_tokens: u64,
 }
 
-/// Server-sent events, each with an `event:` line and `data` carrying the same `type` and a
-/// `sequence_number`: `response.created`, `response.in_progress`, `response.output_item.added`,
-/// `response.content_part.added`, `response.output_text.delta`…, `response.output_text.done`,
-/// `response.content_part.done`, `response.output_item.done`, then `response.completed` (or
-/// `response.incomplete`) with the whole Response (schema `ResponseObject`, `usage` with `cost`). No
-/// `[DONE]`. A failure mid-stream is one `error` event.
+/// The `data` of one Responses stream event (its `type` repeats the SSE `event` name). Which fields are
+/// present depends on the type: `response` on `response.created`, `response.in_progress`,
+/// `response.completed` and `response.incomplete`; `item` on the `output_item` events; `part` on the
+/// `content_part` events; `delta` on `response.output_text.delta`; `text` on `response.output_text.done`;
+/// `code`, `message` and `param` on `error`.
 #[derive(Serialize, ToSchema)]
-#[schema(value_type = String)]
-pub struct ResponsesStream(pub String);
+pub struct ResponseStreamEvent {
+    #[serde(rename = "type")]
+    pub kind: ResponseStreamEventType,
+    pub sequence_number: u64,
+    #[schema(nullable = false)]
+    pub response: Option<ResponseObject>,
+    #[schema(nullable = false)]
+    pub output_index: Option<u64>,
+    #[schema(nullable = false)]
+    pub item: Option<OutputMessage>,
+    #[schema(nullable = false)]
+    pub item_id: Option<String>,
+    #[schema(nullable = false)]
+    pub content_index: Option<u64>,
+    #[schema(nullable = false)]
+    pub part: Option<OutputText>,
+    #[schema(nullable = false)]
+    pub delta: Option<String>,
+    #[schema(nullable = false)]
+    pub text: Option<String>,
+    #[schema(nullable = false, value_type = Option<Vec<Object>>)]
+    pub logprobs: Option<Vec<Value>>,
+    /// On `error`: the error's code (see the 4xx/5xx answers).
+    pub code: Option<String>,
+    #[schema(nullable = false)]
+    pub message: Option<String>,
+    pub param: Option<String>,
+}
+
+#[derive(Serialize, ToSchema)]
+pub enum ResponseStreamEventType {
+    #[serde(rename = "response.created")]
+    Created,
+    #[serde(rename = "response.in_progress")]
+    InProgress,
+    #[serde(rename = "response.output_item.added")]
+    OutputItemAdded,
+    #[serde(rename = "response.content_part.added")]
+    ContentPartAdded,
+    #[serde(rename = "response.output_text.delta")]
+    OutputTextDelta,
+    #[serde(rename = "response.output_text.done")]
+    OutputTextDone,
+    #[serde(rename = "response.content_part.done")]
+    ContentPartDone,
+    #[serde(rename = "response.output_item.done")]
+    OutputItemDone,
+    #[serde(rename = "response.completed")]
+    Completed,
+    #[serde(rename = "response.incomplete")]
+    Incomplete,
+    #[serde(rename = "error")]
+    Error,
+}

@@ -26,7 +26,7 @@ guaranteed to match the schema (grammar-constrained decoding). `usage.cost` is t
         (status = 200, description = "The completion; with `stream: true`, its chunks as server-sent events",
             content(
                 (crate::openapi::chat::BilledChatCompletion = "application/json"),
-                (crate::openapi::chat::ChatStream = "text/event-stream"),
+                (crate::openapi::streams::ChatCompletionsSse = "text/event-stream"),
             ),
             headers(("idempotent-replayed" = String, description = "`true` on an answer replayed for a repeated `Idempotency-Key`"))),
         (status = 400, response = crate::openapi::errors::BadRequest),

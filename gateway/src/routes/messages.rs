@@ -26,7 +26,7 @@ structured output (`output_config.format`). Errors come in Anthropic's shape.",
         (status = 200, description = "The message; with `stream: true`, its events as server-sent events",
             content(
                 (crate::openapi::messages::Message = "application/json"),
-                (crate::openapi::messages::MessagesStream = "text/event-stream"),
+                (crate::openapi::streams::MessagesSse = "text/event-stream"),
             ),
             headers(("idempotent-replayed" = String, description = "`true` on an answer replayed for a repeated `Idempotency-Key`"))),
         (status = 400, response = crate::openapi::errors::MessagesBadRequest),

@@ -1,12 +1,13 @@
 //! `GET /v1/models` and `GET /v1/models/{id}`: the live catalog.
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::Json;
 use serde_json::{json, Value};
 
 use crate::auth::MaybeCaller;
 use crate::db::models::{self, ModelRow};
 use crate::error::ApiError;
+use crate::extract::Path;
 use crate::openapi::catalog::{Model, ModelList};
 use crate::openapi::errors::{Unauthorized, Unavailable};
 use crate::state::AppState;
@@ -46,6 +47,7 @@ pub(super) async fn list(State(state): State<AppState>, MaybeCaller(caller): May
     security((), ("api_key" = []), ("x_api_key" = [])),
     responses(
         (status = 200, description = "The model", body = Model),
+        (status = 400, response = crate::openapi::errors::InvalidRequest),
         (status = 401, response = Unauthorized),
         (status = 404, response = crate::openapi::errors::NotFound),
         (status = 503, response = Unavailable),

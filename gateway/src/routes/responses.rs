@@ -26,7 +26,7 @@ is stored, so `previous_response_id` is refused; `text.format` carries structure
         (status = 200, description = "The Response; with `stream: true`, its events as server-sent events",
             content(
                 (crate::openapi::responses::ResponseObject = "application/json"),
-                (crate::openapi::responses::ResponsesStream = "text/event-stream"),
+                (crate::openapi::streams::ResponsesSse = "text/event-stream"),
             ),
             headers(("idempotent-replayed" = String, description = "`true` on an answer replayed for a repeated `Idempotency-Key`"))),
         (status = 400, response = crate::openapi::errors::BadRequest),

@@ -1,22 +1,23 @@
-//! Headers that layers, not handlers, put on answers, added once the operations are collected:
-//! `x-request-id` and `request-id` on every answer (the request-id middleware), and the `x-ratelimit-*`
-//! headers on the inference routes' answers (the rate limiter, around each inference handler).
+//! What layers, not handlers, put in answers, added once the operations are collected: `x-request-id`
+//! and `request-id` on every answer (the request-id middleware), the `x-ratelimit-*` headers on the
+//! inference routes' answers (the rate limiter around each inference handler), and the body reader's
+//! 408 and 413 on every operation that takes a body (`routes::body`, before any route).
 
 use utoipa::openapi::header::HeaderBuilder;
 use utoipa::openapi::schema::{ObjectBuilder, Type};
-use utoipa::openapi::{OpenApi, PathItem, RefOr, Response};
+use utoipa::openapi::{OpenApi, PathItem, Ref, RefOr, Response};
 
 /// The routes behind the rate limiter.
 const INFERENCE_PATHS: [&str; 3] = ["/v1/chat/completions", "/v1/responses", "/v1/messages"];
 
 /// Reusable error responses that only the inference routes answer, after the rate limiter admitted the
-/// request. (A 401 is answered before it; a rate-limiter outage answers before its headers are known.)
-const ADMITTED_ERRORS: [&str; 17] = [
+/// request. (A 401 is answered before it, and so are the body reader's 408 and 413; a rate-limiter
+/// outage answers before its headers are known.)
+const ADMITTED_ERRORS: [&str; 15] = [
     "BadRequest",
     "PaymentRequired",
     "NotFound",
     "IdempotencyInProgress",
-    "PayloadTooLarge",
     "IdempotencyKeyReused",
     "RateLimited",
     "BadGateway",
@@ -24,7 +25,6 @@ const ADMITTED_ERRORS: [&str; 17] = [
     "MessagesPaymentRequired",
     "MessagesNotFound",
     "MessagesIdempotencyInProgress",
-    "MessagesPayloadTooLarge",
     "MessagesIdempotencyKeyReused",
     "MessagesRateLimited",
     "MessagesBadGateway",
@@ -49,6 +49,14 @@ pub fn add(doc: &mut OpenApi) {
     for (path, item) in &mut doc.paths.paths {
         let inference = INFERENCE_PATHS.contains(&path.as_str());
         for operation in operations(item) {
+            if operation.request_body.is_some() {
+                // Anthropic's shape on /v1/messages, as the body reader writes it there.
+                let dialect = if path == "/v1/messages" { "Messages" } else { "" };
+                for (status, error) in [("408", "RequestTimeout"), ("413", "PayloadTooLarge")] {
+                    let name = format!("{dialect}{error}");
+                    operation.responses.responses.entry(status.to_owned()).or_insert_with(|| RefOr::Ref(Ref::from_response_name(name)));
+                }
+            }
             for response in operation.responses.responses.values_mut() {
                 if let RefOr::T(response) = response {
                     insert(response, &REQUEST_IDS);
