@@ -412,9 +412,10 @@ fn bearer(token: &str) -> Auth<'_> {
     Auth::Bearer(token)
 }
 
-/// What Schemathesis found (scripts/fuzz-api.sh), answered as the document says: a path parameter that
-/// does not parse was axum's plain-text 400, and text with a NUL character reached Postgres, which
-/// refuses it (22021), as a 500.
+/// What Schemathesis found (scripts/fuzz-api.sh), or checking its findings showed, answered as the
+/// document says: a path parameter that does not parse was axum's plain-text 400; text with a NUL
+/// character reached Postgres, which refuses it (22021), as a 500; a Response echoed `instructions`,
+/// `parallel_tool_calls` and `metadata` of any type, breaking its own schema.
 #[tokio::test]
 async fn fuzz_findings_stay_fixed() {
     use Method as M;
@@ -443,4 +444,15 @@ async fn fuzz_findings_stay_fixed() {
     let mut chat = tiny_chat();
     chat["model"] = json!("a\u{0}b");
     Call::new(M::POST, "/v1/chat/completions", "/v1/chat/completions", Auth::Bearer(&app.key)).body(chat).expect(&app, &spec, 400).await;
+
+    let responses = "/v1/responses";
+    for (key, value) in [("instructions", json!(5)), ("parallel_tool_calls", json!("yes")), ("metadata", json!("x"))] {
+        let mut request = json!({"model": MODEL, "input": "Hi", "max_output_tokens": 2});
+        request[key] = value;
+        let (body, _) = Call::new(M::POST, responses, responses, Auth::Bearer(&app.key)).body(request).expect(&app, &spec, 400).await;
+        assert_eq!(serde_json::from_str::<Value>(&body).unwrap()["error"]["param"], key, "{body}");
+    }
+    let echoed = json!({"model": MODEL, "input": "Hi", "max_output_tokens": 2, "instructions": "Be brief.",
+                        "parallel_tool_calls": false, "metadata": {"order": "A-1024"}});
+    Call::new(M::POST, responses, responses, Auth::Bearer(&app.key)).body(echoed).expect(&app, &spec, 200).await;
 }

@@ -136,6 +136,7 @@ pub struct ResponseObject {
     /// Always null.
     pub user: Option<String>,
     /// Echoed; `{}` by default.
+    #[schema(value_type = Object)]
     pub metadata: Value,
 }
 

@@ -25,6 +25,7 @@ pub fn to_chat(request: &Value) -> Result<Value, ApiError> {
     if obj.get("tools").and_then(Value::as_array).is_some_and(|t| !t.is_empty()) {
         return Err(invalid("tools are not supported on /v1/responses yet", "tools"));
     }
+    echoed_settings(obj)?;
     let model = obj.get("model").and_then(Value::as_str).ok_or_else(|| invalid("`model` is required", "model"))?;
     let mut chat = Map::new();
     chat.insert("model".into(), json!(model));
@@ -44,6 +45,22 @@ pub fn to_chat(request: &Value) -> Result<Value, ApiError> {
         chat.insert("stream".into(), json!(true));
     }
     Ok(Value::Object(chat))
+}
+
+/// Settings the Response repeats back as sent: of the wrong type they would be echoed into a Response
+/// that breaks its own schema (`instructions` as a number, say), so they are refused instead.
+fn echoed_settings(obj: &Map<String, Value>) -> Result<(), ApiError> {
+    let wrong = |key: &str, is_kind: fn(&Value) -> bool| obj.get(key).is_some_and(|v| !v.is_null() && !is_kind(v));
+    if wrong("instructions", Value::is_string) {
+        return Err(invalid("`instructions` must be a string or null", "instructions"));
+    }
+    if wrong("parallel_tool_calls", Value::is_boolean) {
+        return Err(invalid("`parallel_tool_calls` must be a boolean or null", "parallel_tool_calls"));
+    }
+    if wrong("metadata", Value::is_object) {
+        return Err(invalid("`metadata` must be an object or null", "metadata"));
+    }
+    Ok(())
 }
 
 fn messages(obj: &Map<String, Value>) -> Result<Vec<Value>, ApiError> {
@@ -145,6 +162,9 @@ mod tests {
             (json!({"model": "m", "input": "x", "text": {"format": {"type": "json_schema", "schema": {}}}}), "text.format"),
             (json!({"model": "m", "input": "x", "previous_response_id": "resp_1"}), "previous_response_id"),
             (json!({"model": "m"}), "input"),
+            (json!({"model": "m", "input": "x", "instructions": 5}), "instructions"),
+            (json!({"model": "m", "input": "x", "parallel_tool_calls": "yes"}), "parallel_tool_calls"),
+            (json!({"model": "m", "input": "x", "metadata": "x"}), "metadata"),
         ] {
             let err = to_chat(&req).unwrap_err();
             assert_eq!(err.status(), 400);
