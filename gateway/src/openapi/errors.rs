@@ -48,8 +48,9 @@ error_responses! {
     ];
     /// `upstream_error`: the worker failed, after one retry on another worker when there is one.
     BadGateway(ErrorBody);
-    /// `model_unavailable` (no ready worker serves the model), `ledger_unavailable` (the cost ledger cannot
-    /// be written) or `rate_limiter_unavailable` (Redis is down and the gateway fails closed).
+    /// `model_unavailable` (no ready worker serves the model), `model_overloaded` (every worker serving it
+    /// is at capacity), `ledger_unavailable` (the cost ledger cannot be written) or
+    /// `rate_limiter_unavailable` (Redis is down and the gateway fails closed).
     Unavailable(ErrorBody) [("retry-after" = String, description = "Seconds to wait: `1`")];
 
     /// `invalid_request_error`: the request is malformed or asks for what the gateway or the engine
@@ -76,7 +77,8 @@ error_responses! {
     ];
     /// `api_error`: the worker failed.
     MessagesBadGateway(AnthropicError);
-    /// `overloaded_error`: no ready worker, the cost ledger unavailable, or the rate limiter unavailable.
+    /// `overloaded_error`: no ready worker, every worker at capacity, the cost ledger unavailable, or the
+    /// rate limiter unavailable.
     MessagesUnavailable(AnthropicError) [("retry-after" = String, description = "Seconds to wait: `1`")];
 
     /// `invalid_json`, or `invalid_request_error` with the path, query parameter or field at fault in

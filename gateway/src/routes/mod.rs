@@ -27,6 +27,7 @@ use crate::state::AppState;
     messages::create,
     account::get,
     crate::openapi::health,
+    crate::openapi::metrics,
     crate::openapi::serve,
 ))]
 pub struct PublicApi;
