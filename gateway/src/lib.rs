@@ -4,7 +4,8 @@
 //! `structured` (response_format checks and schema prompts), `upstream` (worker registry and client),
 //! `billing` (pricing, credit holds and the cost ledger), `ratelimit` (per-key limits in Redis),
 //! `idempotency` (`Idempotency-Key`), `admin` (the JWT-guarded admin API), `db` (SQL only), `openapi`
-//! (the OpenAPI document, from the handlers' attributes).
+//! (the OpenAPI document, from the handlers' attributes). `fuzzing` holds the invariants the `fuzz/` targets
+//! check, so the corpus replays in `cargo test` too.
 
 pub mod admin;
 pub mod app;
@@ -15,6 +16,8 @@ pub mod config;
 pub mod db;
 pub mod error;
 pub mod extract;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod idempotency;
 pub mod messages;
 pub mod metrics;

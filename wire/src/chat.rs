@@ -1,6 +1,6 @@
 //! `POST /v1/chat/completions`: request, response and stream chunk shapes.
 
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 use utoipa::ToSchema;
 
@@ -16,11 +16,11 @@ pub struct ChatCompletionRequest {
     #[schema(min_items = 1)]
     pub messages: Vec<ChatMessage>,
     /// 0 to 2; 1 by default.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, deserialize_with = "finite_f32", skip_serializing_if = "Option::is_none")]
     #[schema(minimum = 0, maximum = 2)]
     pub temperature: Option<f32>,
     /// Above 0, at most 1; 1 by default.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, deserialize_with = "finite_f32", skip_serializing_if = "Option::is_none")]
     #[schema(exclusive_minimum = 0, maximum = 1)]
     pub top_p: Option<f32>,
     /// Extension (llama.cpp): keep only the k most likely tokens before sampling.
@@ -66,6 +66,17 @@ pub struct ChatCompletionRequest {
     /// Extension (llama.cpp): a GBNF grammar the answer must match. Exclusive with `response_format`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub grammar: Option<String>,
+}
+
+/// An `f32` that is finite. From JSON text serde_json refuses a number beyond `f32`'s range, but from a
+/// `serde_json::Value` (how the gateway reads a body) serde casts it to infinity: the gateway took
+/// `"temperature": 1e39` and forwarded it to a worker that refused it (found by the `messages` fuzz
+/// target). Refusing infinity makes both readings agree.
+fn finite_f32<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<f32>, D::Error> {
+    match Option::<f32>::deserialize(deserializer)? {
+        Some(value) if !value.is_finite() => Err(serde::de::Error::custom(format!("number out of range: {value}"))),
+        value => Ok(value),
+    }
 }
 
 impl ChatCompletionRequest {
@@ -335,4 +346,24 @@ pub struct Delta {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Vec<Object>>)]
     pub tool_calls: Option<Vec<Value>>,
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn floats_beyond_f32_are_refused_from_text_and_from_values_alike() {
+        for field in ["temperature", "top_p"] {
+            let body = serde_json::json!({"model": "m", "messages": [], field: 1e39});
+            assert!(serde_json::from_str::<ChatCompletionRequest>(&body.to_string()).is_err(), "{field} from text");
+            assert!(serde_json::from_value::<ChatCompletionRequest>(body).is_err(), "{field} from a Value");
+            let fine = serde_json::json!({"model": "m", "messages": [], field: 0.5, "top_k": null});
+            let request = serde_json::from_value::<ChatCompletionRequest>(fine).unwrap();
+            assert_eq!(request.temperature.or(request.top_p), Some(0.5));
+        }
+        let absent = serde_json::from_value::<ChatCompletionRequest>(serde_json::json!({"model": "m", "messages": [], "temperature": null})).unwrap();
+        assert_eq!((absent.temperature, absent.top_p), (None, None));
+    }
 }

@@ -21,6 +21,9 @@ const MAX_CHARS_PER_TOKEN: u64 = 256;
 
 /// Keywords whose values are data, not schemas: their contents are not walked.
 const DATA_KEYWORDS: [&str; 4] = ["enum", "const", "default", "examples"];
+/// Keywords whose object maps names the caller chose to subschemas. A property may be called `default`
+/// or `enum` and is a schema all the same: read as a keyword, its name would hide it from the budget.
+const NAME_MAPS: [&str; 6] = ["properties", "patternProperties", "$defs", "definitions", "dependentSchemas", "dependencies"];
 
 /// Why a schema is over budget; the message names the limit and where it was crossed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -41,9 +44,10 @@ impl std::error::Error for OverBudget {}
 pub fn check(schema: &Value, context_tokens: u64) -> Result<(), OverBudget> {
     let mut nodes = 0usize;
     let mut enum_values = 0usize;
-    // An explicit stack: a deeply nested document must not overflow the thread's stack.
-    let mut stack: Vec<(&Value, usize)> = vec![(schema, 1)];
-    while let Some((value, depth)) = stack.pop() {
+    // An explicit stack: a deeply nested document must not overflow the thread's stack. Each entry says
+    // whether the value's keys are names (in a `NAME_MAPS` object) rather than keywords.
+    let mut stack: Vec<(&Value, usize, bool)> = vec![(schema, 1, false)];
+    while let Some((value, depth, names)) = stack.pop() {
         let children: Box<dyn Iterator<Item = (&Value, Option<&str>)>> = match value {
             Value::Object(map) => Box::new(map.iter().map(|(k, v)| (v, Some(k.as_str())))),
             Value::Array(items) => Box::new(items.iter().map(|v| (v, None))),
@@ -57,7 +61,8 @@ pub fn check(schema: &Value, context_tokens: u64) -> Result<(), OverBudget> {
             return Err(OverBudget(format!("the schema nests deeper than {MAX_DEPTH} levels")));
         }
         for (child, key) in children {
-            match key {
+            // In a map of names every value is a schema, whatever it is called: walk it.
+            match key.filter(|_| !names) {
                 Some("enum") => {
                     enum_values += child.as_array().map_or(0, Vec::len);
                     if enum_values > MAX_ENUM_VALUES {
@@ -67,9 +72,9 @@ pub fn check(schema: &Value, context_tokens: u64) -> Result<(), OverBudget> {
                 Some(k) if DATA_KEYWORDS.contains(&k) => {}
                 Some(k) => {
                     check_minimum(k, child, context_tokens)?;
-                    stack.push((child, depth + 1));
+                    stack.push((child, depth + 1, NAME_MAPS.contains(&k)));
                 }
-                None => stack.push((child, depth + 1)),
+                None => stack.push((child, depth + 1, false)),
             }
         }
     }
@@ -137,6 +142,23 @@ mod tests {
     #[test]
     fn data_is_not_read_as_schema() {
         assert_eq!(check(&json!({"const": {"minItems": 1_000_000_000}, "default": [[[[1]]]]}), 4096), Ok(()));
+    }
+
+    /// Found by the `schema` fuzz target: a property named `default` (or `enum`, `const`, `examples`)
+    /// was skipped as data, so any schema under it went unchecked.
+    #[test]
+    fn names_are_not_keywords() {
+        for name in ["default", "enum", "const", "examples", "minItems"] {
+            let hidden = json!({"type": "object", "properties": {name: {"type": "array", "minItems": 1_000_000_000}}});
+            assert!(check(&hidden, 4096).unwrap_err().0.contains("cannot be met"), "{name}");
+            let defs = json!({"$defs": {name: nested_any_of(14)}, "$ref": format!("#/$defs/{name}")});
+            assert!(check(&defs, 4096).unwrap_err().0.contains("too large"), "{name}");
+        }
+        let values: Vec<Value> = (0..20_000).map(Value::from).collect();
+        let nested = json!({"properties": {"enum": {"enum": values}}});
+        assert!(check(&nested, 4096).unwrap_err().0.contains("enum"));
+        // A property named like a minimum keyword is not one.
+        assert_eq!(check(&json!({"properties": {"minItems": {"type": "integer"}, "minLength": true}}), 4096), Ok(()));
     }
 
     #[test]

@@ -69,11 +69,7 @@ pub async fn prepare(
     let model = models::find_visible(&state.db, &request.model, Some(caller.tenant_id))
         .await?
         .ok_or(ApiError::ModelNotFound(request.model.clone()))?;
-    // The budget first: it is linear, while building a schema validator need not be.
-    let checked = structured::check_schema_budgets(&body, model.context_length)
-        .map_err(|e| (e, "schema_too_complex"))
-        .and_then(|()| structured::check_response_format(body.get("response_format")).map_err(|e| (e, "invalid_response_format")));
-    if let Err((error, reason)) = checked {
+    if let Err((error, reason)) = structured::check_request_schemas(&body, model.context_length) {
         crate::metrics::global().schema_refusals.add(&[reason], 1);
         return Err(error);
     }

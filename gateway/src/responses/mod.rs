@@ -3,7 +3,8 @@
 
 mod events;
 mod object;
-mod translate;
+/// Public for the fuzz harness ([`crate::fuzzing`]); the route is the only other caller.
+pub mod translate;
 
 use axum::response::Response;
 use serde_json::Value;
