@@ -18,8 +18,8 @@
 # land in fuzz/artifacts/<target>/; `cargo fuzz run --target-dir … <target> <file>` replays one.
 #
 # Sanitizer: none by default. The code under test is safe Rust (the workspace denies `unsafe_code`), so
-# AddressSanitizer would look only at dependencies' unsafe code, at about half the speed, and its larger
-# stack frames would trip the harness's 2 MiB worker-stack check on inputs the real gateway survives.
+# AddressSanitizer would look only at dependencies' unsafe code, more slowly, and its larger stack frames
+# can trip the harness's 2 MiB worker-stack check where the real gateway would not overflow.
 # Panics, overflows (debug assertions are on), hangs and memory blow-ups are what the targets look for.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
@@ -37,8 +37,11 @@ if ! cargo fuzz --version >/dev/null 2>&1; then
   echo "fuzz: installing cargo-fuzz"
   cargo install cargo-fuzz --locked
 fi
-# libFuzzer (in libfuzzer-sys) is C++: it needs a C++ compiler.
-command -v c++ >/dev/null || command -v clang++ >/dev/null || ensure_build_tools
+# libFuzzer (in libfuzzer-sys) is C++, built by the cc crate with `c++` unless CXX names another.
+if ! command -v c++ >/dev/null; then
+  command -v clang++ >/dev/null || ensure_build_tools
+  export CXX="${CXX:-clang++}"
+fi
 
 # Many codegen units: a faster build of the gateway's many dependencies, for slightly slower runs.
 build=(--sanitizer "$sanitizer" --target-dir "$target_dir" --codegen-units 16)

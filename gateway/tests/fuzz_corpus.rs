@@ -9,8 +9,11 @@ use std::path::{Path, PathBuf};
 
 use runaii_gateway::fuzzing;
 
+/// A target's check of one input: it panics when an invariant breaks.
+type Check = fn(&[u8]);
+
 /// Each target's corpus directory and its check, as `fuzz/fuzz_targets/<target>.rs` wires them.
-const TARGETS: [(&str, fn(&[u8])); 4] =
+const TARGETS: [(&str, Check); 4] =
     [("schema", fuzzing::schema), ("messages", fuzzing::messages), ("responses", fuzzing::responses), ("chat", fuzzing::chat)];
 
 fn corpus(target: &str) -> Vec<PathBuf> {
