@@ -18,6 +18,7 @@ use futures::StreamExt;
 use sha2::{Digest, Sha256};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
+use tracing::Instrument as _;
 use uuid::Uuid;
 
 use crate::db::{costs, idempotency};
@@ -87,10 +88,13 @@ pub async fn run_claimed<F>(state: AppState, claim: Claim, work: F) -> Response
 where
     F: std::future::Future<Output = Response> + Send + 'static,
 {
-    let task = tokio::spawn(async move {
-        let response = work.await;
-        settle(state, claim, response).await
-    });
+    let task = tokio::spawn(
+        async move {
+            let response = work.await;
+            settle(state, claim, response).await
+        }
+        .in_current_span(),
+    );
     task.await.unwrap_or_else(|e| ApiError::Internal(format!("request task failed: {e}")).into_response())
 }
 

@@ -7,16 +7,11 @@ use runaii_gateway::{admin, auth, db, Application};
 
 /// The audit log's actor for changes made from the command line (by whoever runs it on the host).
 const CLI_ACTOR: &str = "cli";
-use tracing_subscriber::EnvFilter;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    // Logs go to stderr (stdout carries command output, such as a new key), in colour only on a terminal.
-    tracing_subscriber::fmt()
-        .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")))
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
+    // Held to the end of main: dropping it flushes the last spans.
+    let _telemetry = runaii_telemetry::init("runaii-gateway", "info")?;
     match Cli::parse().command {
         Command::Serve(settings) => {
             let app = Application::build(settings).await?;

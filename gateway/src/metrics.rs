@@ -16,6 +16,7 @@ use axum::response::{IntoResponse, Response};
 use rust_decimal::Decimal;
 use runaii_wire::metrics::{write_gauge, Counters, Histograms, LATENCY_BUCKETS};
 
+use crate::db::costs::CostRecord;
 use crate::state::AppState;
 
 #[derive(Debug)]
@@ -73,12 +74,13 @@ pub async fn track(request: Request, next: Next) -> Response {
 
 impl Metrics {
     /// A request's recorded outcome, as the ledger wrote it.
-    pub fn recorded(&self, endpoint: &str, model: &str, status: &str, input_tokens: u32, output_tokens: u32, cost: Decimal, took: Duration) {
+    pub fn recorded(&self, record: &CostRecord, took: Duration) {
+        let CostRecord { endpoint, model, status, .. } = record;
         self.requests.add(&[endpoint, model, status], 1);
-        self.tokens.add(&[model, "input"], u64::from(input_tokens));
-        self.tokens.add(&[model, "output"], u64::from(output_tokens));
-        self.cost.add(&[model], cost);
-        if status == "succeeded" {
+        self.tokens.add(&[model, "input"], u64::from(record.input_tokens));
+        self.tokens.add(&[model, "output"], u64::from(record.output_tokens));
+        self.cost.add(&[model], record.cost);
+        if *status == "succeeded" {
             self.e2e.observe(&[model, endpoint], took);
         }
     }

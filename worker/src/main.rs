@@ -2,16 +2,11 @@
 
 use clap::Parser;
 use runaii_worker::{Application, Settings};
-use tracing_subscriber::EnvFilter;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    // Logs go to stderr (stdout carries command output, such as a new key), in colour only on a terminal.
-    tracing_subscriber::fmt()
-        .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info,llama-cpp-2=warn")))
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
+    // Held to the end of main: dropping it flushes the last spans.
+    let _telemetry = runaii_telemetry::init("runaii-worker", "info,llama-cpp-2=warn")?;
     llama_cpp_2::send_logs_to_tracing(llama_cpp_2::LogOptions::default());
     let settings = Settings::parse();
     if settings.exit_on_stdin_eof {

@@ -108,7 +108,7 @@ impl Ledger {
             tracing::error!(request_id = %self.request_id, error = %e, "cost record not written");
             ApiError::LedgerUnavailable
         })?;
-        crate::metrics::global().recorded(self.endpoint, &self.model.id, status, input_tokens, output_tokens, cost, self.started.elapsed());
+        crate::metrics::global().recorded(&record, self.started.elapsed());
         let tokens = u64::from(input_tokens) + u64::from(output_tokens);
         if tokens > 0 {
             let (limiter, key_id, limits) = (Arc::clone(&self.limiter), self.caller.key_id, self.caller.limits);

@@ -12,6 +12,7 @@ use axum::response::{IntoResponse, Response};
 use rust_decimal::Decimal;
 use runaii_wire::{ChatCompletionRequest, ErrorBody};
 use serde_json::{json, Value};
+use tracing::Instrument as _;
 
 use crate::auth::Caller;
 use crate::billing::{json_with_cost, worst_case_cost, Ledger, Outcome};
@@ -148,7 +149,8 @@ pub async fn finish_whole(state: &AppState, prepared: Prepared) -> Result<(Ledge
         metrics.worker_timings(&ledger.model.id, &answer["timings"]);
         metrics.overhead(ledger.endpoint, ledger.started.elapsed(), upstream_time);
         Ok((ledger, answer, cost))
-    });
+    }
+    .in_current_span());
     task.await.map_err(|e| ApiError::Internal(format!("completion task failed: {e}")))?
 }
 

@@ -16,6 +16,7 @@ use rust_decimal::Decimal;
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
+use tracing::Instrument as _;
 
 use super::sse::SseReader;
 use super::with_request_id;
@@ -52,7 +53,8 @@ pub fn data_event(data: &str) -> Bytes {
 pub fn relay(ledger: Ledger, upstream: Upstream, dialect: impl Dialect) -> Response {
     let (tx, rx) = mpsc::channel(64);
     let request_id = ledger.request_id.clone();
-    tokio::spawn(run(ledger, upstream, dialect, tx));
+    // In the request's span: the trace then covers the stream to its end and its cost record.
+    tokio::spawn(run(ledger, upstream, dialect, tx).in_current_span());
     let mut response = (
         [(header::CONTENT_TYPE, "text/event-stream"), (header::CACHE_CONTROL, "no-cache")],
         Body::from_stream(ReceiverStream::new(rx)),

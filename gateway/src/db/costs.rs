@@ -27,6 +27,7 @@ pub struct CostRecord {
 /// # Errors
 /// Database errors, including a second record for the same request id (unique violation), and a cost
 /// above what the tenant holds (the no-overdraw check; the hold is the worst case, so this means a bug).
+#[tracing::instrument(name = "cost record", skip_all, fields(status = %r.status))]
 pub async fn settle(db: &PgPool, r: &CostRecord) -> Result<(), sqlx::Error> {
     sqlx::query(
         "WITH record AS (

@@ -9,6 +9,7 @@ use uuid::Uuid;
 ///
 /// # Errors
 /// Database errors.
+#[tracing::instrument(name = "credit hold", skip_all)]
 pub async fn hold(db: &PgPool, tenant_id: Uuid, request_id: &str, amount: Decimal) -> Result<bool, sqlx::Error> {
     let held: Option<String> = sqlx::query_scalar(
         "WITH tenant AS (

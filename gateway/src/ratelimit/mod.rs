@@ -72,6 +72,7 @@ impl Limiter {
     ///
     /// # Errors
     /// [`ApiError::RateLimiterUnavailable`] when Redis is unavailable and the gateway fails closed.
+    #[tracing::instrument(name = "rate limit", skip_all)]
     pub async fn admit(&self, key_id: Uuid, limits: Limits) -> Result<Admission, ApiError> {
         let Some(reply) = self.call(key_id, limits, "admit", 0).await else {
             return match self.on_failure {

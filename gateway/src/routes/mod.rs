@@ -54,5 +54,6 @@ pub fn router(state: AppState) -> Router {
         .layer(middleware::from_fn_with_state(state.clone(), body::read_in_time))
         .layer(middleware::from_fn(crate::request_id::stamp))
         .layer(middleware::from_fn(crate::metrics::track))
+        .layer(middleware::from_fn(runaii_telemetry::trace_requests))
         .with_state(state)
 }

@@ -2,7 +2,10 @@
 //! chosen worker fails before answering (connection refused, 5xx). Once a worker has answered, nothing
 //! is retried: the answer may already be on its way to the client.
 
+use reqwest::header::HeaderMap;
 use serde_json::Value;
+use tracing::field::Empty;
+use tracing::Instrument as _;
 
 use crate::error::ApiError;
 use crate::state::AppState;
@@ -30,13 +33,28 @@ pub async fn send(state: &AppState, model: &str, body: &Value, request_id: &str)
     let mut all_busy = true;
     for worker in workers.iter().take(ATTEMPTS) {
         let started = std::time::Instant::now();
+        // The worker's span continues this one: the trace goes on in its `traceparent` header.
+        let span = tracing::info_span!(
+            "worker request",
+            otel.name = "POST /v1/chat/completions",
+            otel.kind = "client",
+            server.address = %worker.url,
+            http.response.status_code = Empty,
+        );
+        let mut trace_headers = HeaderMap::new();
+        runaii_telemetry::inject(&span, &mut trace_headers);
         let sent = state
             .http
             .post(format!("{}/v1/chat/completions", worker.url))
+            .headers(trace_headers)
             .header("x-request-id", request_id)
             .json(body)
             .send()
+            .instrument(span.clone())
             .await;
+        if let Ok(response) = &sent {
+            span.record("http.response.status_code", i64::from(response.status().as_u16()));
+        }
         match sent {
             Ok(response) if !response.status().is_server_error() => {
                 return Ok(Upstream { response, worker: worker.url.clone(), sent: started });

@@ -9,6 +9,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use runaii_wire::{AssistantMessage, ChatCompletion, ChatCompletionRequest, Choice, FinishReason, FunctionCall, ToolCall};
+use tracing::Instrument as _;
 
 use super::{stream, ApiError, AppState};
 use crate::completion;
@@ -39,8 +40,9 @@ async fn handle(state: &AppState, body: Result<Bytes, BytesRejection>) -> Result
     let request: ChatCompletionRequest =
         serde_json::from_slice(&body).map_err(|e| ApiError::InvalidJson(e.to_string()))?;
     let loaded = state.ready()?;
-    let prepared =
-        completion::prepare(&request, loaded, &state.settings.model_id, state.settings.default_max_tokens).await;
+    let prepared = completion::prepare(&request, loaded, &state.settings.model_id, state.settings.default_max_tokens)
+        .instrument(tracing::info_span!("prepare"))
+        .await;
     let prepared = prepared.inspect_err(|e| state.metrics.record_refusal(e))?;
     if let Some(compiled) = &prepared.constraint {
         state.metrics.record_compile(compiled.compile_time());
@@ -50,10 +52,15 @@ async fn handle(state: &AppState, body: Result<Bytes, BytesRejection>) -> Result
     let prepared_prompt_tokens = u32::try_from(prepared.prompt.len()).unwrap_or(u32::MAX);
     let events = prepared.submit(loaded)?;
     let meta = ResponseMeta::new(&request.model);
+    // From the queue to the last token; a stream's relay task carries it to the stream's end.
+    let generation =
+        tracing::info_span!("generate", prompt_tokens = i64::from(prepared_prompt_tokens), stream = request.stream);
     if request.stream {
-        return Ok(stream::respond(meta, events, validator, tools, request.include_usage(), prepared_prompt_tokens));
+        let include_usage = request.include_usage();
+        return Ok(generation
+            .in_scope(|| stream::respond(meta, events, validator, tools, include_usage, prepared_prompt_tokens)));
     }
-    collect(meta, events, validator, tools).await.map(|c| Json(c).into_response())
+    collect(meta, events, validator, tools).instrument(generation).await.map(|c| Json(c).into_response())
 }
 
 /// Identity shared by every chunk or the single body of one answer.

@@ -10,15 +10,16 @@ use std::sync::Arc;
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use runaii_wire::{ChatCompletionChunk, ChunkChoice, Delta, FinishReason, Usage, UsageField};
+use serde_json::json;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
+use tracing::Instrument as _;
 
 use super::chat::ResponseMeta;
 use super::ApiError;
 use crate::constraint::OutputValidator;
 use crate::tools::parse::{Piece, Splitter};
 use crate::tools::{ToolFormat, ToolRequest};
-use serde_json::json;
 use crate::engine::{Event, Finished};
 
 type Sender = mpsc::Sender<Result<SseEvent, Infallible>>;
@@ -33,7 +34,9 @@ pub(super) fn respond(
 ) -> Response {
     let (tx, rx) = mpsc::channel(64);
     let tools = tools.map(|t| ToolState { splitter: Splitter::new(t.format), request: t, calls: 0 });
-    tokio::spawn(relay(ChunkWriter { meta, include_usage, prompt_tokens }, events, validator, tools, tx));
+    // In the request's span, which then lasts until the last chunk.
+    let writer = ChunkWriter { meta, include_usage, prompt_tokens };
+    tokio::spawn(relay(writer, events, validator, tools, tx).in_current_span());
     Sse::new(ReceiverStream::new(rx)).keep_alive(KeepAlive::default()).into_response()
 }
 
