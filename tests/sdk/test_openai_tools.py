@@ -3,6 +3,8 @@ streamed, with arguments that validate and a cost record for every round."""
 
 import json
 
+import openai
+
 from conftest import psql
 
 WEATHER = {
@@ -80,11 +82,17 @@ def test_tool_round_trip_stream(stack, client, model):
     messages = QUESTION + [{"role": "assistant", "content": None, "tool_calls": tool_calls}]
     messages += [{"role": "tool", "tool_call_id": c["id"], "content": "21 degrees"} for c in calls.values()]
     text = ""
-    with client.chat.completions.stream(model=model, messages=messages, tools=[WEATHER], tool_choice="none", max_tokens=40) as answer:
-        for event in answer:
-            if event.type == "content.delta":
-                text += event.delta
-        final = answer.get_final_completion()
+    try:
+        with client.chat.completions.stream(model=model, messages=messages, tools=[WEATHER], tool_choice="none", max_tokens=40) as answer:
+            for event in answer:
+                if event.type == "content.delta":
+                    text += event.delta
+            final = answer.get_final_completion()
+    except openai.LengthFinishReasonError as cut:
+        # The model samples, and some answers run to max_tokens: the SDK's stream helper then raises, with
+        # the completion it assembled from the whole stream.
+        final = cut.completion
+        assert final.choices[0].finish_reason == "length"
     assert text == final.choices[0].message.content
     assert records(stack, request_id) == 1 and records(stack, final.id) == 1
 
