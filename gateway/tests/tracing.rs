@@ -156,6 +156,8 @@ async fn a_request_is_one_trace_from_the_client_through_gateway_and_worker() {
             calls.into_iter().any(|call| spans.iter().any(|w| w.service == "runaii-worker" && w.parent_span_id == call.span_id))
         });
         if joined {
+            let probes = spans.iter().filter(|s| s.name.contains("/health") || s.name.contains("/metrics")).count();
+            assert_eq!(probes, 0, "the gateway probes the worker's /health every 300 ms; probes are not traced");
             break;
         }
         assert!(Instant::now() < deadline, "no new trace joined by the worker: {spans:#?}");

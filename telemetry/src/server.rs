@@ -6,11 +6,18 @@ use axum::response::Response;
 use tracing::field::Empty;
 use tracing::Instrument as _;
 
+/// Probes and scrapes: every gateway checks every worker's health several times a second, and
+/// orchestrators and Prometheus poll both. As traces they would bury the requests.
+const UNTRACED: [&str; 2] = ["/health", "/metrics"];
+
 /// Axum middleware: one span per request, named `METHOD route` as OpenTelemetry's HTTP conventions
 /// name server spans, continuing the caller's trace. Work the handler hands to spawned tasks stays in it
 /// when those tasks are instrumented with the current span (a stream keeps it open until its end).
 pub async fn trace_requests(request: Request, next: Next) -> Response {
     let route = request.extensions().get::<MatchedPath>().map_or("unmatched", MatchedPath::as_str).to_owned();
+    if UNTRACED.contains(&route.as_str()) {
+        return next.run(request).await;
+    }
     let method = request.method().clone();
     let span = tracing::info_span!(
         "request",
