@@ -71,17 +71,23 @@ async fn start_collector() -> (String, Received) {
 const SERVER: u64 = 2;
 const CLIENT: u64 = 3;
 
-/// Waits until the collector holds a span of `trace_id` matching `wanted`.
-async fn span_of(received: &Received, trace_id: &str, what: &str, wanted: impl Fn(&Span) -> bool) -> Span {
+/// Waits until `found` finds what it looks for among the spans the collector holds.
+async fn wait_for<T>(received: &Received, what: &str, found: impl Fn(&[Span]) -> Option<T>) -> T {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        let found = received.lock().unwrap().iter().find(|s| s.trace_id == trace_id && wanted(s)).cloned();
-        if let Some(span) = found {
-            return span;
+        let spans = received.lock().unwrap().clone();
+        if let Some(found) = found(&spans) {
+            return found;
         }
-        assert!(Instant::now() < deadline, "no {what} in trace {trace_id}; received: {:#?}", received.lock().unwrap());
+        assert!(Instant::now() < deadline, "no {what}; received: {spans:#?}");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+/// Waits until the collector holds a span of `trace_id` matching `wanted`.
+async fn span_of(received: &Received, trace_id: &str, what: &str, wanted: impl Fn(&Span) -> bool) -> Span {
+    let what = format!("{what} in trace {trace_id}");
+    wait_for(received, &what, |spans| spans.iter().find(|s| s.trace_id == trace_id && wanted(s)).cloned()).await
 }
 
 fn attribute(span: &Span, key: &str) -> Value {
@@ -146,21 +152,15 @@ async fn a_request_is_one_trace_from_the_client_through_gateway_and_worker() {
     // Without a traceparent the gateway starts a trace of its own, and the worker still joins it.
     let (status, _, _) = app.post_json("/v1/chat/completions", &invoice_request()).await;
     assert_eq!(status, 200);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let spans = received.lock().unwrap().clone();
-        let roots: Vec<&Span> =
-            spans.iter().filter(|s| s.service == "runaii-gateway" && s.kind == SERVER && s.parent_span_id.is_empty()).collect();
-        let joined = roots.iter().any(|root| {
-            let calls = spans.iter().filter(|c| c.kind == CLIENT && c.parent_span_id == root.span_id);
-            calls.into_iter().any(|call| spans.iter().any(|w| w.service == "runaii-worker" && w.parent_span_id == call.span_id))
+    let spans = wait_for(&received, "new trace joined by the worker", |spans| {
+        let mut roots = spans.iter().filter(|s| s.service == "runaii-gateway" && s.kind == SERVER && s.parent_span_id.is_empty());
+        let joined = roots.any(|root| {
+            let mut calls = spans.iter().filter(|c| c.kind == CLIENT && c.parent_span_id == root.span_id);
+            calls.any(|call| spans.iter().any(|w| w.service == "runaii-worker" && w.parent_span_id == call.span_id))
         });
-        if joined {
-            let probes = spans.iter().filter(|s| s.name.contains("/health") || s.name.contains("/metrics")).count();
-            assert_eq!(probes, 0, "the gateway probes the worker's /health every 300 ms; probes are not traced");
-            break;
-        }
-        assert!(Instant::now() < deadline, "no new trace joined by the worker: {spans:#?}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+        joined.then(|| spans.to_vec())
+    })
+    .await;
+    let probes = spans.iter().filter(|s| s.name.contains("/health") || s.name.contains("/metrics")).count();
+    assert_eq!(probes, 0, "the gateway probes the worker's /health every 300 ms; probes are not traced");
 }
