@@ -106,6 +106,10 @@ cargo build --release -p runaii-worker -p runaii-gateway -p runaii-loadtest
 mkdir -p "$out/bin"
 for b in runaii-worker runaii-gateway loadtest mock-worker; do cp -l "$CARGO_TARGET_DIR/release/$b" "$out/bin/" 2>/dev/null || cp "$CARGO_TARGET_DIR/release/$b" "$out/bin/"; done
 bin="$out/bin"
+# The worker secret this run's worker and gateway share.
+RUNAII_WORKER_SECRET="bench-$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+export RUNAII_WORKER_SECRET
+unset RUNAII_WORKER_SECRET_FILE
 
 {
   echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
@@ -141,11 +145,14 @@ if [[ " $parts " == *" constrained "* ]]; then
   [ -x "$llama_server" ] || die "llama-server not found in $cache/venv-llamacpp"
   echo "llama-server: $("$llama_server" --version 2>&1 | grep -m1 version)" >>"$out/env.txt"
 
+  # Both engines check the same bearer token, as the worker does in production.
+  RUNAII_WORKER_TOKEN="$(RUST_LOG=error "$bin/runaii-gateway" worker-token)"
+  export RUNAII_WORKER_TOKEN
   say "worker: 2 threads, 8 slots × 4096; llama-server: -t 2 -tb 2, --parallel 8, -c 32768 (4096 per slot)"
   "$bin/runaii-worker" --model-path "$model" --listen "127.0.0.1:$worker_port" --threads 2 --slots 8 --ctx-per-slot 4096 \
     >"$out/worker.log" 2>&1 &
   worker_pid=$!
-  "$llama_server" -m "$model" --host 127.0.0.1 --port "$llama_port" -t 2 -tb 2 -c 32768 --parallel 8 \
+  "$llama_server" -m "$model" --host 127.0.0.1 --port "$llama_port" -t 2 -tb 2 -c 32768 --parallel 8 --api-key "$RUNAII_WORKER_TOKEN" \
     >"$out/llama-server.log" 2>&1 &
   llama_pid=$!
   wait_http "http://127.0.0.1:$worker_port/health" "$worker_pid" 180

@@ -91,7 +91,11 @@ def post(url: str, body: dict, timeout: float) -> tuple[int, dict, float]:
     conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=timeout)
     started = time.monotonic()
     try:
-        conn.request("POST", "/v1/chat/completions", json.dumps(body), {"content-type": "application/json"})
+        headers = {"content-type": "application/json"}
+        # Workers serve only gateways: the bench speaks as one (llama-server is given the same token).
+        if os.environ.get("RUNAII_WORKER_TOKEN"):
+            headers["authorization"] = f"Bearer {os.environ['RUNAII_WORKER_TOKEN']}"
+        conn.request("POST", "/v1/chat/completions", json.dumps(body), headers)
         response = conn.getresponse()
         data = response.read()
         return response.status, json.loads(data or b"{}"), time.monotonic() - started

@@ -58,6 +58,7 @@ export RUST_LOG="${RUST_LOG:-warn}" NO_COLOR=1 RUNAII_PROBE_MS=300
 # Fuzzing sends far more requests a minute than a customer: the limiter would answer most with 429.
 export RUNAII_DEFAULT_RPM=1000000 RUNAII_DEFAULT_TPM=1000000000
 export RUNAII_ADMIN_JWT_SECRET="fuzz-$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+export RUNAII_WORKER_SECRET="fuzz-$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')"
 pids=()
 
 cleanup() {

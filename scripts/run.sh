@@ -215,6 +215,17 @@ start() {
   say "$name ready (pid $pid)"
 }
 
+# The worker secret gateway and worker share: made once, kept in .data. Workers refuse inference
+# without its bearer token; gateways route only to announcements signed with it. To rotate, put a new
+# secret on the first line and keep the old one below it until every process has re-read the file.
+worker_secret_file="$data/worker-secret"
+if [ ! -s "$worker_secret_file" ]; then
+  (umask 077 && head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$worker_secret_file.part" && echo >>"$worker_secret_file.part")
+  mv "$worker_secret_file.part" "$worker_secret_file"
+fi
+RUNAII_WORKER_SECRET_FILE="$worker_secret_file"
+export RUNAII_WORKER_SECRET_FILE
+unset RUNAII_WORKER_SECRET
 start worker "$worker_addr" 200 "$worker_bin" --model-path "$model_path" --model-id "$model_id" --listen "$worker_addr"
 # The admin API's HS256 secret: made once, kept in .data (local use only; production sets its own).
 secret_file="$data/admin-jwt-secret"

@@ -19,8 +19,9 @@ impl Application {
     pub async fn build(settings: Settings) -> anyhow::Result<Self> {
         let listener = TcpListener::bind(settings.listen).await?;
         let state = AppState::new(settings).await?;
-        // Know the configured workers' health before the first request.
+        // Know the workers before the first request.
         state.registry.probe().await;
+        state.registry.refresh().await;
         Ok(Self { listener, state })
     }
 
@@ -36,6 +37,10 @@ impl Application {
         let registry = std::sync::Arc::clone(&self.state.registry);
         let every = std::time::Duration::from_millis(self.state.settings.probe_ms);
         tokio::spawn(async move { registry.probe_forever(every).await });
+        let registry = std::sync::Arc::clone(&self.state.registry);
+        let every = std::time::Duration::from_millis(self.state.settings.workers.registry_refresh_ms);
+        tokio::spawn(async move { registry.refresh_forever(every).await });
+        tokio::spawn(self.state.secrets.clone().reload_forever(std::time::Duration::from_secs(5)));
         tokio::spawn(housekeeping(self.state.db.clone(), self.state.settings.limits.clone()));
         axum::serve(self.listener.tap_io(no_delay), routes::router(self.state))
             .with_graceful_shutdown(runaii_wire::shutdown::signal())

@@ -61,6 +61,17 @@ pub enum Command {
         #[arg(long, default_value = "")]
         note: String,
     },
+    /// Write a new worker secret to FILE unless one is there (docker compose runs this once).
+    InitWorkerSecret {
+        #[arg(long)]
+        file: std::path::PathBuf,
+        /// Hand the file to this uid (the user the gateway and worker images run as).
+        #[arg(long)]
+        owner_uid: Option<u32>,
+    },
+    /// Print the bearer token workers accept, derived from the worker secret: for an OpenAI-compatible
+    /// engine configured as a worker (e.g. llama-server's `--api-key`).
+    WorkerToken(WorkerArgs),
     /// Print an admin JWT signed with the HS256 secret (for local use and scripts).
     IssueAdminToken {
         #[arg(long, env = "RUNAII_ADMIN_JWT_SECRET", hide_env_values = true)]
@@ -114,6 +125,37 @@ pub struct Settings {
     pub limits: LimitArgs,
     #[command(flatten)]
     pub admin: AdminArgs,
+    #[command(flatten)]
+    pub workers: WorkerArgs,
+}
+
+/// Reaching workers: the credential they and the gateways share, and how long they may take.
+#[derive(Debug, Clone, Args)]
+pub struct WorkerArgs {
+    /// The fleet's shared worker secret, one per line (the first is sent; every line is accepted, for
+    /// rotation). Workers refuse inference without its bearer token, and only announcements signed with
+    /// it are routed to. Re-read while running. `scripts/run.sh` writes `.data/worker-secret`.
+    #[arg(long, env = "RUNAII_WORKER_SECRET_FILE")]
+    pub worker_secret_file: Option<std::path::PathBuf>,
+    /// The secret itself, for development and tests; the file is preferred (it can be rotated).
+    #[arg(long, env = "RUNAII_WORKER_SECRET", hide_env_values = true)]
+    pub worker_secret: Option<runaii_wire::worker_auth::SecretText>,
+    /// How often the registry of announced workers is read from Redis, in milliseconds.
+    #[arg(long, env = "RUNAII_REGISTRY_REFRESH_MS", default_value_t = 1000)]
+    pub registry_refresh_ms: u64,
+    /// How long a worker may take to answer a request's headers, in milliseconds. A streamed answer's
+    /// headers come before its first token; a whole answer's come with its end, so this also bounds the
+    /// generation of a non-streamed request.
+    #[arg(long, env = "RUNAII_WORKER_HEADERS_TIMEOUT_MS", default_value_t = 300_000)]
+    pub worker_headers_timeout_ms: u64,
+}
+
+impl WorkerArgs {
+    /// # Errors
+    /// No secret configured, or an unusable one: the gateway never talks to workers without one.
+    pub fn secrets(&self) -> Result<runaii_wire::worker_auth::WorkerSecrets, runaii_wire::worker_auth::SecretError> {
+        runaii_wire::worker_auth::WorkerSecrets::load(self.worker_secret_file.as_ref(), self.worker_secret.as_ref())
+    }
 }
 
 #[derive(Debug, Clone, Args)]

@@ -27,7 +27,9 @@ pub enum ApiError {
     NoReadyWorker(String),
     #[error("every worker serving `{0}` is at capacity; retry shortly")]
     WorkersBusy(String),
-    #[error("the worker failed: {0}")]
+    /// The worker broke or went silent. The detail (which worker, what it said) is logged, never sent:
+    /// customers must not learn internal addresses.
+    #[error("the model's worker failed while serving this request; retry it")]
     UpstreamFailed(String),
     #[error("the cost ledger is unavailable, so no request can be served")]
     LedgerUnavailable,
@@ -142,8 +144,10 @@ impl ApiError {
             _ if status.is_client_error() => "invalid_request_error",
             _ => "server_error",
         };
-        if let Self::Internal(detail) = self {
-            tracing::error!(%detail, "internal error");
+        match self {
+            Self::Internal(detail) => tracing::error!(%detail, "internal error"),
+            Self::UpstreamFailed(detail) => tracing::warn!(%detail, "worker failed"),
+            _ => {}
         }
         let mut body = ErrorBody::new(self.to_string(), kind, None, None);
         body.error.param = self.param();

@@ -30,5 +30,6 @@ pub mod routes;
 pub mod state;
 pub mod structured;
 pub mod upstream;
+pub mod worker_secret;
 
 pub use app::Application;

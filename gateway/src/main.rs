@@ -1,5 +1,5 @@
 //! `runaii-gateway`: subcommands `serve`, `migrate`, `openapi`, `create-key`, `upsert-model`, `grant-credits`,
-//! `issue-admin-token`.
+//! `issue-admin-token`, `worker-token`, `init-worker-secret`.
 
 use clap::Parser;
 use runaii_gateway::config::{Cli, Command};
@@ -52,6 +52,15 @@ async fn main() -> anyhow::Result<()> {
             db::audit::append(&mut tx, change).await?;
             tx.commit().await?;
             println!("tenant {tenant}: balance {}", after.balance.normalize());
+            Ok(())
+        }
+        Command::InitWorkerSecret { file, owner_uid } => {
+            let made = runaii_gateway::worker_secret::init(&file, owner_uid)?;
+            println!("{} {}", if made { "wrote a new worker secret to" } else { "kept the worker secret in" }, file.display());
+            Ok(())
+        }
+        Command::WorkerToken(args) => {
+            println!("{}", args.secrets()?.bearer_token());
             Ok(())
         }
         Command::IssueAdminToken { admin_jwt_secret, subject, roles, tenant_id, ttl_hours } => {

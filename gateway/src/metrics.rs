@@ -31,6 +31,8 @@ pub struct Metrics {
     pub e2e: Histograms,
     pub overhead: Histograms,
     pub schema_refusals: Counters<u64>,
+    /// Registry entries not routed to: unsigned, forged, moved or expired announcements.
+    pub announcements_rejected: Counters<u64>,
 }
 
 #[must_use]
@@ -47,6 +49,7 @@ pub fn global() -> &'static Metrics {
         e2e: Histograms::new(&["model", "endpoint"], &LATENCY_BUCKETS),
         overhead: Histograms::new(&["endpoint"], &LATENCY_BUCKETS),
         schema_refusals: Counters::new(&["reason"]),
+        announcements_rejected: Counters::new(&["reason"]),
     })
 }
 
@@ -116,6 +119,11 @@ pub async fn render(State(state): State<AppState>) -> impl IntoResponse {
     m.e2e.write(&mut out, "runaii_gateway_request_seconds", "Completed requests, arrival to cost record.");
     m.overhead.write(&mut out, "runaii_gateway_overhead_seconds", "A request's time in the gateway: total minus the wait on the worker.");
     m.schema_refusals.write(&mut out, "runaii_gateway_schema_refusals_total", "Schemas refused before any token, by reason.");
+    m.announcements_rejected.write(
+        &mut out,
+        "runaii_gateway_worker_announcements_rejected_total",
+        "Worker registry entries ignored at a refresh, by reason (bad_signature, malformed, mismatch, expired, too_far_ahead).",
+    );
 
     let workers = state.registry.all_ready().await;
     let mut ready = std::collections::BTreeMap::<String, (u64, u64, u64)>::new();

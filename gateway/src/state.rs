@@ -21,6 +21,8 @@ pub struct AppState {
     /// `None` when no admin JWT key is configured: the admin API then answers 503.
     pub admin: Option<Arc<Verifier>>,
     pub http: reqwest::Client,
+    /// The credential shared with workers (re-read from its file while running).
+    pub secrets: runaii_wire::worker_auth::WorkerSecrets,
     pub settings: Arc<Settings>,
 }
 
@@ -35,11 +37,13 @@ impl AppState {
             .pool_idle_timeout(Duration::from_secs(30))
             .build()?;
         let redis = Arc::new(RedisLink::new(&settings.redis_url).await?);
+        let secrets = settings.workers.secrets()?;
         Ok(Self {
             keys: Arc::new(KeyCache::new(Duration::from_millis(settings.key_cache_ms))),
-            registry: Arc::new(Registry::new(Arc::clone(&redis), db.clone(), http.clone())),
+            registry: Arc::new(Registry::new(Arc::clone(&redis), db.clone(), http.clone(), secrets.clone())),
             limiter: Arc::new(Limiter::new(redis, settings.limits.on_redis_failure)),
             admin,
+            secrets,
             db,
             http,
             settings: Arc::new(settings),

@@ -9,7 +9,13 @@ use std::time::{Duration, Instant};
 
 use common::{client, invoice_request, spawn_app, start_worker, MODEL};
 use redis::AsyncCommands;
+use runaii_wire::announcement::{self, WorkerStatus, REGISTRY_KEY};
+use runaii_wire::worker_auth::WorkerSecrets;
 use serde_json::{json, Value};
+
+fn test_secrets() -> WorkerSecrets {
+    WorkerSecrets::load(None, Some(&common::WORKER_SECRET.into())).unwrap()
+}
 
 async fn is_ready(base: &str, model: &str) -> bool {
     let m: Value = client().get(format!("{base}/v1/models/{model}")).send().await.unwrap().json().await.unwrap();
@@ -52,11 +58,13 @@ async fn a_worker_that_fails_before_answering_is_retried_elsewhere() {
     let dead_port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let dead = format!("http://127.0.0.1:{dead_port}");
     let mut redis = redis::Client::open("redis://127.0.0.1:6379").unwrap().get_multiplexed_async_connection().await.unwrap();
-    let status = json!({"url": dead, "model": MODEL, "slots": 8, "slots_busy": 0, "queue_depth": 0});
-    let key = format!("runaii:worker:{MODEL}:{dead}");
-    let _: () = redis.set_ex(&key, status.to_string(), 30).await.unwrap();
+    let field = announcement::field(MODEL, &dead);
+    let status = WorkerStatus { url: dead.clone(), model: MODEL.into(), slots: 8, slots_busy: 0, queue_depth: 0 };
+    let sealed = announcement::seal(&test_secrets(), status, announcement::now_ms() + 30_000);
+    let _: () = redis.hset(REGISTRY_KEY, &field, sealed).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(600)).await; // the gateway's view refreshes every 200 ms
     let (status, body, _) = app.post_json("/v1/chat/completions", &invoice_request()).await;
-    let _: () = redis.del(&key).await.unwrap();
+    let _: () = redis.hdel(REGISTRY_KEY, &field).await.unwrap();
     assert_eq!(status, 200, "retried on the live worker: {body}");
     assert_eq!(app.cost_rows().await.len(), 1);
 }

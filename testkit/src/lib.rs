@@ -12,6 +12,15 @@ use serde_json::{json, Value};
 
 pub const MODEL: &str = "smollm2-135m-instruct";
 
+/// The worker secret test workers and gateways share.
+pub const WORKER_SECRET: &str = "test-worker-secret-of-at-least-32-bytes!";
+
+/// The `Authorization` value a gateway sends to test workers.
+#[must_use]
+pub fn worker_bearer() -> String {
+    runaii_wire::worker_auth::WorkerSecrets::load(None, Some(&WORKER_SECRET.into())).unwrap().bearer_header()
+}
+
 /// The repository root: the parent of the package whose tests are running.
 ///
 /// Read at run time (cargo sets `CARGO_MANIFEST_DIR` for every test process), not baked in at compile
@@ -59,6 +68,8 @@ pub fn start_worker(binary: &Path, extra: &[&str]) -> WorkerProcess {
         .args(["--listen", &format!("127.0.0.1:{port}"), "--exit-on-stdin-eof"])
         .args(extra)
         .env("RUST_LOG", "warn")
+        .env("RUNAII_WORKER_SECRET", WORKER_SECRET)
+        .env_remove("RUNAII_WORKER_SECRET_FILE")
         .stdin(Stdio::piped())
         .spawn()
         .unwrap_or_else(|e| panic!("cannot start {}: {e}", binary.display()));

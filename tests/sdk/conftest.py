@@ -224,6 +224,8 @@ def stack(tmp_path_factory) -> Stack:
         RUST_LOG=os.environ.get("RUST_LOG", "warn"),
         NO_COLOR="1",
         RUNAII_PROBE_MS="300",
+        # The credential gateway and worker share (workers refuse inference without it).
+        RUNAII_WORKER_SECRET=secrets.token_hex(32),
     )
     starter = _Starter(logs, env)
     try:

@@ -5,14 +5,17 @@
 //! unchanged.
 //!
 //! Besides the types, what both binaries must do alike: the schema budget checked before any compile
-//! (`schema_budget`), Prometheus exposition (`metrics`) and stopping on SIGTERM (`shutdown`).
+//! (`schema_budget`), the worker credential and signed registry announcements (`worker_auth`,
+//! `announcement`), Prometheus exposition (`metrics`) and stopping on SIGTERM (`shutdown`).
 
+pub mod announcement;
 pub mod chat;
 pub mod error;
 pub mod metrics;
 pub mod openapi;
 pub mod schema_budget;
 pub mod shutdown;
+pub mod worker_auth;
 
 pub use chat::*;
 pub use error::{ErrorBody, ErrorDetail};

@@ -1,50 +1,73 @@
-//! Announcing this worker in the Redis registry the gateways read: every couple of seconds, a JSON
-//! status under `runaii:worker:<model>:<url>` with a TTL, so a worker that dies or hangs drops out of
-//! routing by itself within seconds.
+//! Announcing this worker in the Redis registry the gateways read: every couple of seconds, a signed
+//! status (`runaii_wire::announcement`) in this worker's field of the registry hash, good for a few
+//! seconds, so a worker that dies or hangs drops out of routing by itself. On shutdown the field is
+//! removed at once.
 
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use redis::AsyncCommands;
-use serde_json::json;
+use runaii_wire::announcement::{self, WorkerStatus, REGISTRY_KEY};
+use runaii_wire::worker_auth::WorkerSecrets;
 
 use crate::engine::Loaded;
 
 const EVERY: Duration = Duration::from_secs(2);
-/// Three missed heartbeats and the entry is gone.
-const TTL_SECS: u64 = 6;
+/// Three missed heartbeats and the announcement no longer counts.
+const LIFETIME_MS: u64 = 6_000;
 
-/// Runs forever; a Redis outage is logged and retried, never fatal.
-pub async fn announce(redis_url: String, advertise_url: String, model_id: String, loaded: Arc<OnceLock<Arc<Loaded>>>) {
-    let key = format!("runaii:worker:{model_id}:{advertise_url}");
-    let client = match redis::Client::open(redis_url.as_str()) {
-        Ok(c) => c,
-        Err(e) => {
-            tracing::error!(error = %e, "bad redis url; not announcing");
-            return;
+#[derive(Debug)]
+pub struct Announcer {
+    pub redis_url: String,
+    pub advertise_url: String,
+    pub model_id: String,
+    pub secrets: WorkerSecrets,
+    pub loaded: Arc<OnceLock<Arc<Loaded>>>,
+}
+
+impl Announcer {
+    /// Runs until shutdown; a Redis outage is logged and retried, never fatal.
+    pub async fn run(self) {
+        let client = match redis::Client::open(self.redis_url.as_str()) {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::error!(error = %e, "bad redis url; not announcing");
+                return;
+            }
+        };
+        let field = announcement::field(&self.model_id, &self.advertise_url);
+        let mut tick = tokio::time::interval(EVERY);
+        let mut connection = None;
+        let shutdown = runaii_wire::shutdown::signal();
+        tokio::pin!(shutdown);
+        loop {
+            tokio::select! {
+                _ = tick.tick() => {}
+                () = &mut shutdown => break,
+            }
+            let Some(loaded) = self.loaded.get() else { continue };
+            if connection.is_none() {
+                connection = client.get_multiplexed_async_connection().await.map_err(|e| tracing::warn!(error = %e, "redis unreachable")).ok();
+            }
+            let Some(conn) = connection.as_mut() else { continue };
+            let status = WorkerStatus {
+                url: self.advertise_url.clone(),
+                model: self.model_id.clone(),
+                slots: u64::from(loaded.settings.slots),
+                slots_busy: loaded.stats.active_slots.load(Ordering::Relaxed),
+                queue_depth: loaded.queue_depth() as u64,
+            };
+            let value = announcement::seal(&self.secrets, status, announcement::now_ms() + LIFETIME_MS);
+            let set: redis::RedisResult<()> = conn.hset(REGISTRY_KEY, &field, value).await;
+            if let Err(e) = set {
+                tracing::warn!(error = %e, "announce failed; reconnecting");
+                connection = None;
+            }
         }
-    };
-    let mut tick = tokio::time::interval(EVERY);
-    let mut connection = None;
-    loop {
-        tick.tick().await;
-        let Some(loaded) = loaded.get() else { continue };
-        if connection.is_none() {
-            connection = client.get_multiplexed_async_connection().await.map_err(|e| tracing::warn!(error = %e, "redis unreachable")).ok();
-        }
-        let Some(conn) = connection.as_mut() else { continue };
-        let status = json!({
-            "url": advertise_url,
-            "model": model_id,
-            "slots": loaded.settings.slots,
-            "slots_busy": loaded.stats.active_slots.load(Ordering::Relaxed),
-            "queue_depth": loaded.queue_depth(),
-        });
-        let set: redis::RedisResult<()> = conn.set_ex(&key, status.to_string(), TTL_SECS).await;
-        if let Err(e) = set {
-            tracing::warn!(error = %e, "announce failed; reconnecting");
-            connection = None;
+        // Leaving: gateways stop routing here at their next refresh instead of when the status expires.
+        if let Some(conn) = connection.as_mut() {
+            let _: redis::RedisResult<()> = conn.hdel(REGISTRY_KEY, &field).await;
         }
     }
 }

@@ -10,6 +10,9 @@ use crate::engine::{self, Loaded};
 use crate::http::{self, AppState, HttpMetrics};
 use crate::model_file;
 
+/// How often the worker secret file is re-read (rotation without restarts).
+const SECRET_RELOAD: std::time::Duration = std::time::Duration::from_secs(5);
+
 #[derive(Debug)]
 pub struct Application {
     listener: TcpListener,
@@ -24,12 +27,14 @@ impl Application {
     /// A missing or corrupt model file, or an address that cannot be bound.
     pub async fn build(settings: Settings) -> anyhow::Result<Self> {
         model_file::verify(&settings.model_path)?;
+        let secrets = settings.worker_secrets()?;
         let listener = TcpListener::bind(settings.listen).await?;
         let loading = engine::load(settings.load_settings());
         let state = AppState {
             settings: Arc::new(settings),
             loaded: Arc::new(OnceLock::new()),
             metrics: Arc::new(HttpMetrics::default()),
+            secrets,
         };
         Ok(Self { listener, state, loading })
     }
@@ -46,10 +51,17 @@ impl Application {
     /// When the model cannot load or the server fails.
     pub async fn run(self) -> anyhow::Result<()> {
         let Self { listener, state, loading } = self;
+        tokio::spawn(state.secrets.clone().reload_forever(SECRET_RELOAD));
         if let Some(redis_url) = state.settings.announce_redis_url.clone() {
             let advertise = state.settings.advertise_url.clone().unwrap_or_else(|| format!("http://{}", state.settings.listen));
-            let (model_id, loaded) = (state.settings.model_id.clone(), Arc::clone(&state.loaded));
-            tokio::spawn(crate::announce::announce(redis_url, advertise, model_id, loaded));
+            let announcer = crate::announce::Announcer {
+                redis_url,
+                advertise_url: advertise,
+                model_id: state.settings.model_id.clone(),
+                secrets: state.secrets.clone(),
+                loaded: Arc::clone(&state.loaded),
+            };
+            tokio::spawn(announcer.run());
         }
         let loaded_slot = Arc::clone(&state.loaded);
         let model_id = state.settings.model_id.clone();

@@ -4,6 +4,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use clap::Parser;
+use runaii_wire::worker_auth::{SecretError, SecretText, WorkerSecrets};
 
 use crate::engine::LoadSettings;
 
@@ -52,12 +53,26 @@ pub struct Settings {
     /// The URL gateways reach this worker at (default: http://<listen>).
     #[arg(long, env = "RUNAII_ADVERTISE_URL")]
     pub advertise_url: Option<String>,
+    /// The fleet's shared worker secret, one per line (the first signs; every line is accepted, for
+    /// rotation). Inference needs the bearer token derived from it; announcements are signed with it.
+    /// Re-read while running. `scripts/run.sh` writes `.data/worker-secret`.
+    #[arg(long, env = "RUNAII_WORKER_SECRET_FILE")]
+    pub worker_secret_file: Option<PathBuf>,
+    /// The secret itself, for development and tests; the file is preferred (it can be rotated).
+    #[arg(long, env = "RUNAII_WORKER_SECRET", hide_env_values = true)]
+    pub worker_secret: Option<SecretText>,
     /// Exit when standard input closes: lets a parent process (tests, supervisors) tie our life to its own.
     #[arg(long, hide = true)]
     pub exit_on_stdin_eof: bool,
 }
 
 impl Settings {
+    /// # Errors
+    /// No secret configured, or an unusable one: a worker never serves without one.
+    pub fn worker_secrets(&self) -> Result<WorkerSecrets, SecretError> {
+        WorkerSecrets::load(self.worker_secret_file.as_ref(), self.worker_secret.as_ref())
+    }
+
     #[must_use]
     pub fn load_settings(&self) -> LoadSettings {
         LoadSettings {

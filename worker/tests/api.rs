@@ -197,3 +197,28 @@ async fn health_and_metrics_describe_the_replica() {
     assert!(health["supports_tools"].is_boolean());
     assert_eq!(common::metric(base, "runaii_worker_ready").await, 1);
 }
+
+/// Anything that can reach a worker but is not a gateway gets no inference: no credential, a wrong one,
+/// or the secret itself sent as the token (the bearer is derived from it, never the secret).
+#[tokio::test]
+async fn inference_needs_the_gateway_credential_and_health_stays_open() {
+    let base = &worker().url;
+    let request = json!({"model": MODEL, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 1});
+    let url = format!("{base}/v1/chat/completions");
+    let refusals = [
+        common::anonymous_client().post(&url).json(&request),
+        common::anonymous_client().post(&url).bearer_auth("not-the-token").json(&request),
+        common::anonymous_client().post(&url).bearer_auth(runaii_testkit::WORKER_SECRET).json(&request),
+    ];
+    for refused in refusals {
+        let r = refused.send().await.unwrap();
+        assert_eq!(r.status(), 401);
+        let body: Value = r.json().await.unwrap();
+        assert_eq!(body["error"]["code"], "invalid_worker_credential", "{body}");
+        assert!(body.get("choices").is_none());
+    }
+    let health = common::anonymous_client().get(format!("{base}/health")).send().await.unwrap();
+    assert_eq!(health.status(), 200, "probes need no credential");
+    let (status, body) = post(base, &request).await;
+    assert_eq!(status, 200, "the gateway's credential is accepted: {body}");
+}

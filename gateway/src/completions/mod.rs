@@ -165,6 +165,11 @@ async fn worker_error(response: reqwest::Response) -> ApiError {
             crate::metrics::global().schema_refusals.add(&[code], 1);
             ApiError::UpstreamRejected(error.message)
         }
+        // The worker refused the gateway's own credential: a fleet misconfiguration, not the customer's fault.
+        _ if status == reqwest::StatusCode::UNAUTHORIZED => {
+            tracing::error!("a worker refused the gateway's credential: do they share the worker secret?");
+            ApiError::UpstreamFailed(format!("worker answered {status}: {}", error.message))
+        }
         _ if status.is_client_error() && status != reqwest::StatusCode::NOT_FOUND => {
             ApiError::UpstreamInvalid { message: error.message, param: error.param, code: error.code }
         }

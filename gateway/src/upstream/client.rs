@@ -1,8 +1,16 @@
-//! Sending one request to a worker of the model: least loaded first, and once more elsewhere when the
-//! chosen worker fails before answering (connection refused, 5xx). Once a worker has answered, nothing
-//! is retried: the answer may already be on its way to the client.
+//! Sending one request to a worker of the model: least loaded first, and once more elsewhere only when
+//! the request cannot have started there (the connection was refused, or the worker said it is full).
+//! Once a worker has the request, nothing is retried: tokens may have been generated, and the answer may
+//! already be on its way to the client.
+//!
+//! What a worker answers about the request itself (a 4xx, a 5xx such as a failed validation) is that
+//! request's outcome: it never takes the worker out of rotation for everyone else. Only transport
+//! failures and timeouts do. Worker addresses and their error text stay in the logs, under the request
+//! id; the customer's error names neither.
 
-use reqwest::header::HeaderMap;
+use std::time::{Duration, Instant};
+
+use reqwest::header::{HeaderMap, AUTHORIZATION};
 use serde_json::Value;
 use tracing::field::Empty;
 use tracing::Instrument as _;
@@ -16,68 +24,89 @@ pub struct Upstream {
     pub response: reqwest::Response,
     pub worker: String,
     /// When the request went to this worker: the gateway's overhead is measured against it.
-    pub sent: std::time::Instant,
+    pub sent: Instant,
 }
 
 /// Tries at most this many workers for one request.
 const ATTEMPTS: usize = 2;
 
+/// What one attempt came to.
+enum Attempt {
+    Answered(reqwest::Response),
+    /// The request never reached the worker: safe to send elsewhere.
+    NotDelivered(String),
+    /// The worker had the request and then broke or went silent: not retried.
+    Broken(String),
+}
+
 /// # Errors
-/// [`ApiError::NoReadyWorker`] when none is ready, [`ApiError::UpstreamFailed`] when every attempt failed.
+/// [`ApiError::NoReadyWorker`] when none is ready, [`ApiError::WorkersBusy`] when every one tried was
+/// full, [`ApiError::UpstreamFailed`] when the worker failed (the detail is logged, not sent).
 pub async fn send(state: &AppState, model: &str, body: &Value, request_id: &str) -> Result<Upstream, ApiError> {
     let workers = state.registry.ready(model).await;
     if workers.is_empty() {
         return Err(ApiError::NoReadyWorker(model.to_owned()));
     }
-    let mut last_error = String::new();
+    let timeout = Duration::from_millis(state.settings.workers.worker_headers_timeout_ms);
     let mut all_busy = true;
+    let mut last_failure = String::new();
     for worker in workers.iter().take(ATTEMPTS) {
-        let started = std::time::Instant::now();
-        // The worker's span continues this one: the trace goes on in its `traceparent` header.
-        let span = tracing::info_span!(
-            "worker request",
-            otel.name = "POST /v1/chat/completions",
-            otel.kind = "client",
-            server.address = %worker.url,
-            http.response.status_code = Empty,
-        );
-        let mut trace_headers = HeaderMap::new();
-        runaii_telemetry::inject(&span, &mut trace_headers);
-        let sent = state
-            .http
-            .post(format!("{}/v1/chat/completions", worker.url))
-            .headers(trace_headers)
-            .header("x-request-id", request_id)
-            .json(body)
-            .send()
-            .instrument(span.clone())
-            .await;
-        if let Ok(response) = &sent {
-            span.record("http.response.status_code", i64::from(response.status().as_u16()));
-        }
-        match sent {
-            Ok(response) if !response.status().is_server_error() => {
-                return Ok(Upstream { response, worker: worker.url.clone(), sent: started });
+        let started = Instant::now();
+        match attempt(state, &worker.url, body, request_id, timeout).await {
+            Attempt::Answered(response) if response.status() == reqwest::StatusCode::SERVICE_UNAVAILABLE => {
+                // A full queue is load, not failure, and nothing ran: try the next worker.
+                tracing::info!(%request_id, worker = %worker.url, "worker at capacity; trying another");
             }
-            Ok(response) => {
-                last_error = format!("worker {} answered {}", worker.url, response.status());
-                all_busy &= response.status() == reqwest::StatusCode::SERVICE_UNAVAILABLE;
-                // A 503 from a busy worker is load, not a failure: try the next without marking it down.
-                if response.status() != reqwest::StatusCode::SERVICE_UNAVAILABLE {
-                    state.registry.mark_down(&worker.url);
-                }
-            }
-            Err(e) => {
+            Attempt::Answered(response) => return Ok(Upstream { response, worker: worker.url.clone(), sent: started }),
+            Attempt::NotDelivered(detail) => {
                 all_busy = false;
-                last_error = format!("worker {} unreachable: {e}", worker.url);
-                state.registry.mark_down(&worker.url);
+                tracing::warn!(%request_id, worker = %worker.url, %detail, "worker unreachable; trying another");
+                state.registry.set_aside(&worker.url);
+                last_failure = detail;
+            }
+            Attempt::Broken(detail) => {
+                tracing::warn!(%request_id, worker = %worker.url, %detail, "worker failed with the request; not retried");
+                state.registry.set_aside(&worker.url);
+                return Err(ApiError::UpstreamFailed(detail));
             }
         }
-        tracing::warn!(%request_id, error = %last_error, "worker failed before answering; trying another");
     }
     // Workers whose queues are full are load, not failure: a 503 the SDKs retry after a pause.
     if all_busy {
         return Err(ApiError::WorkersBusy(model.to_owned()));
     }
-    Err(ApiError::UpstreamFailed(last_error))
+    Err(ApiError::UpstreamFailed(last_failure))
+}
+
+async fn attempt(state: &AppState, url: &str, body: &Value, request_id: &str, timeout: Duration) -> Attempt {
+    // The worker's span continues this one: the trace goes on in its `traceparent` header.
+    let span = tracing::info_span!(
+        "worker request",
+        otel.name = "POST /v1/chat/completions",
+        otel.kind = "client",
+        server.address = %url,
+        http.response.status_code = Empty,
+    );
+    let mut headers = HeaderMap::new();
+    runaii_telemetry::inject(&span, &mut headers);
+    let request = state
+        .http
+        .post(format!("{url}/v1/chat/completions"))
+        .headers(headers)
+        .header(AUTHORIZATION, state.registry.bearer_header())
+        .header("x-request-id", request_id)
+        .json(body)
+        .send()
+        .instrument(span.clone());
+    // Until the response headers: a worker that accepted the request and then hangs is cut here. (A
+    // non-streamed answer's headers come with its end, so this bounds its whole generation.)
+    match tokio::time::timeout(timeout, request).await {
+        Err(_) => Attempt::Broken(format!("no answer within {} ms", timeout.as_millis())),
+        Ok(Err(e)) if e.is_connect() => Attempt::NotDelivered(format!("connect: {e}")),
+        Ok(Err(e)) => Attempt::Broken(format!("transport: {e}")),
+        Ok(Ok(response)) => {
+            span.record("http.response.status_code", i64::from(response.status().as_u16()));
+            Attempt::Answered(response)
+        }
+    }
 }

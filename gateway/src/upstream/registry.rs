@@ -1,58 +1,51 @@
-//! Which workers are ready. Two sources:
+//! Which workers are ready, as an in-memory view every request reads without a round trip. Two sources
+//! keep it fresh in the background:
 //!
-//! - workers that announce themselves in Redis (`runaii:worker:<model>:<url>`, a JSON status with a
-//!   heartbeat TTL: a worker that stops announcing disappears within seconds);
-//! - workers configured in the database (`model_workers`), probed on `/health` by every replica.
+//! - workers that announce themselves in Redis: one field each in one hash (`runaii_wire::announcement`),
+//!   read with one `HGETALL` per refresh, so the cost is O(workers) whatever else the database holds.
+//!   Only announcements signed with the fleet's worker secret count; anything else (a key written by
+//!   whoever can reach Redis) is ignored and counted;
+//! - workers configured in the database (`model_workers`, written by ops), probed on `/health`.
 //!
-//! The probe results are a local cache each replica rebuilds by itself; nothing here is state another
-//! replica needs.
+//! A worker that fails at the transport level (refused connection, timeout) is set aside for a few
+//! seconds. Answers about a request (4xx, a failed validation) never take a worker out of rotation.
+//! Nothing here is state another replica needs.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, RwLock};
-use std::time::Duration;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
 
-use redis::AsyncCommands;
-use serde::{Deserialize, Serialize};
+use runaii_wire::announcement::{self, Opened, Rejected, REGISTRY_KEY};
+use runaii_wire::worker_auth::WorkerSecrets;
 use sqlx::PgPool;
+
+pub use runaii_wire::announcement::WorkerStatus;
 
 use crate::redis_link::RedisLink;
 
-pub const KEY_PREFIX: &str = "runaii:worker:";
+/// How long a worker that failed at the transport level is left out of routing (unless a probe finds
+/// it healthy sooner).
+const SET_ASIDE_FOR: Duration = Duration::from_secs(5);
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct WorkerStatus {
-    pub url: String,
-    pub model: String,
-    pub slots: u64,
-    pub slots_busy: u64,
-    pub queue_depth: u64,
-}
+/// Deletes a dead worker's field only if it still holds the value that was read: a worker that
+/// re-announced meanwhile keeps its fresh announcement.
+const DELETE_IF_UNCHANGED: &str = r"if redis.call('HGET', KEYS[1], ARGV[1]) == ARGV[2] then return redis.call('HDEL', KEYS[1], ARGV[1]) end return 0";
 
-impl WorkerStatus {
-    /// Lower is less loaded: work in flight per slot.
-    #[must_use]
-    pub fn load(&self) -> f64 {
-        (self.slots_busy + self.queue_depth) as f64 / self.slots.max(1) as f64
-    }
+#[derive(Debug, Default)]
+struct View {
+    announced: Vec<Opened>,
+    probed: Vec<WorkerStatus>,
 }
 
 pub struct Registry {
     redis: Arc<RedisLink>,
     db: PgPool,
     http: reqwest::Client,
-    probed: RwLock<HashMap<(String, String), WorkerStatus>>,
-}
-
-/// Escapes Redis glob metacharacters so a model id matches only itself.
-fn glob_escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        if matches!(c, '*' | '?' | '[' | ']' | '\\') {
-            out.push('\\');
-        }
-        out.push(c);
-    }
-    out
+    secrets: WorkerSecrets,
+    view: RwLock<View>,
+    set_aside: Mutex<HashMap<String, Instant>>,
+    /// Fields already warned about, so a bad entry is logged once, not at every refresh.
+    warned: Mutex<HashSet<String>>,
 }
 
 impl std::fmt::Debug for Registry {
@@ -63,32 +56,38 @@ impl std::fmt::Debug for Registry {
 
 impl Registry {
     #[must_use]
-    pub fn new(redis: Arc<RedisLink>, db: PgPool, http: reqwest::Client) -> Self {
-        Self { redis, db, http, probed: RwLock::new(HashMap::new()) }
+    pub fn new(redis: Arc<RedisLink>, db: PgPool, http: reqwest::Client, secrets: WorkerSecrets) -> Self {
+        Self {
+            redis,
+            db,
+            http,
+            secrets,
+            view: RwLock::default(),
+            set_aside: Mutex::default(),
+            warned: Mutex::default(),
+        }
     }
 
-    /// Ready workers of one model, least loaded first.
+    /// Ready workers of one model, least loaded first. Reads memory only.
     pub async fn ready(&self, model: &str) -> Vec<WorkerStatus> {
-        let mut workers: Vec<WorkerStatus> = self.announced(Some(model)).await.into_iter().filter(|w| w.model == model).collect();
-        let probed = self.probed.read().unwrap_or_else(std::sync::PoisonError::into_inner);
-        for status in probed.values().filter(|w| w.model == model) {
-            if !workers.iter().any(|w| w.url == status.url) {
-                workers.push(status.clone());
-            }
-        }
+        let mut workers: Vec<WorkerStatus> = self.all_ready().await.into_iter().filter(|w| w.model == model).collect();
         workers.sort_by(|a, b| a.load().total_cmp(&b.load()));
         workers
     }
 
     /// Every ready worker of every model: announced ones, then probed ones not also announced.
     pub async fn all_ready(&self) -> Vec<WorkerStatus> {
-        let mut workers = self.announced(None).await;
-        let probed = self.probed.read().unwrap_or_else(std::sync::PoisonError::into_inner);
-        for status in probed.values() {
+        let now = announcement::now_ms();
+        let set_aside = self.currently_set_aside();
+        let view = self.view.read().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut workers: Vec<WorkerStatus> =
+            view.announced.iter().filter(|a| a.expires_at_ms > now).map(|a| a.status.clone()).collect();
+        for status in &view.probed {
             if !workers.iter().any(|w| w.url == status.url && w.model == status.model) {
                 workers.push(status.clone());
             }
         }
+        workers.retain(|w| !set_aside.contains(&w.url));
         workers
     }
 
@@ -97,29 +96,71 @@ impl Registry {
         self.all_ready().await.into_iter().map(|w| w.model).collect()
     }
 
-    /// Announced workers, of one model or of all. Scoping the scan to the model keeps the per-request
-    /// lookup from reading every worker of every model.
-    async fn announced(&self, model: Option<&str>) -> Vec<WorkerStatus> {
-        let pattern = match model {
-            Some(model) => format!("{KEY_PREFIX}{}:*", glob_escape(model)),
-            None => format!("{KEY_PREFIX}*"),
-        };
-        // When Redis is unavailable only the configured workers are used.
-        let values = self
+    fn currently_set_aside(&self) -> HashSet<String> {
+        let mut set_aside = self.set_aside.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        set_aside.retain(|_, at| at.elapsed() < SET_ASIDE_FOR);
+        set_aside.keys().cloned().collect()
+    }
+
+    /// Leaves a worker out of routing for a few seconds: it failed at the transport level (refused,
+    /// reset, timed out). Not for answers about a request.
+    pub fn set_aside(&self, url: &str) {
+        self.set_aside.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(url.to_owned(), Instant::now());
+    }
+
+    /// Reads the announcements once: verified ones replace the view's; rejected ones are counted, and
+    /// dead workers' fields are deleted. While Redis is unavailable the view keeps what it had, each
+    /// entry until its own signed expiry.
+    pub async fn refresh(&self) {
+        let Some(fields) = self
             .redis
-            .run(|mut redis| async move {
-                let keys: Vec<String> = {
-                    use futures::StreamExt;
-                    redis.scan_match::<_, String>(&pattern).await?.collect().await
-                };
-                if keys.is_empty() {
-                    return Ok(Vec::new());
-                }
-                redis.mget::<_, Vec<Option<String>>>(&keys).await
-            })
+            .run(|mut redis| async move { redis::cmd("HGETALL").arg(REGISTRY_KEY).query_async::<Vec<(String, String)>>(&mut redis).await })
             .await
-            .unwrap_or_default();
-        values.into_iter().flatten().filter_map(|v| serde_json::from_str(&v).ok()).collect()
+        else {
+            return;
+        };
+        let now = announcement::now_ms();
+        let metrics = crate::metrics::global();
+        let mut announced = Vec::with_capacity(fields.len());
+        let mut dead = Vec::new();
+        for (field, value) in fields {
+            match announcement::open(&self.secrets, &field, &value, now) {
+                Ok(opened) => announced.push(opened),
+                Err(rejected) => {
+                    metrics.announcements_rejected.add(&[rejected.reason()], 1);
+                    if rejected == Rejected::Expired {
+                        dead.push((field, value));
+                    } else {
+                        self.warn_once(&field, rejected);
+                    }
+                }
+            }
+        }
+        self.view.write().unwrap_or_else(std::sync::PoisonError::into_inner).announced = announced;
+        for (field, value) in dead {
+            let _ = self
+                .redis
+                .run(|mut redis| async move {
+                    redis::Script::new(DELETE_IF_UNCHANGED).key(REGISTRY_KEY).arg(field).arg(value).invoke_async::<i64>(&mut redis).await
+                })
+                .await;
+        }
+    }
+
+    fn warn_once(&self, field: &str, rejected: Rejected) {
+        let mut warned = self.warned.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if warned.len() < 10_000 && warned.insert(format!("{}:{field}", rejected.reason())) {
+            // The field names a URL of someone's choosing: logged for ops, never routed to.
+            tracing::warn!(field = %field.replace('\n', " "), reason = %rejected, "worker announcement ignored");
+        }
+    }
+
+    pub async fn refresh_forever(&self, every: Duration) {
+        let mut tick = tokio::time::interval(every);
+        loop {
+            tick.tick().await;
+            self.refresh().await;
+        }
     }
 
     /// Probes every configured worker once. Run on an interval by [`Registry::probe_forever`].
@@ -131,17 +172,26 @@ impl Registry {
                 return;
             }
         };
-        let mut fresh = HashMap::new();
+        let mut fresh = Vec::with_capacity(configured.len());
         for (model, url) in configured {
             if let Some(status) = self.probe_one(&model, &url).await {
-                fresh.insert((model, url), status);
+                // Healthy again: back into routing before its set-aside ends.
+                self.set_aside.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(&url);
+                fresh.push(status);
             }
         }
-        *self.probed.write().unwrap_or_else(std::sync::PoisonError::into_inner) = fresh;
+        self.view.write().unwrap_or_else(std::sync::PoisonError::into_inner).probed = fresh;
     }
 
     async fn probe_one(&self, model: &str, url: &str) -> Option<WorkerStatus> {
-        let response = self.http.get(format!("{url}/health")).timeout(Duration::from_secs(1)).send().await.ok()?;
+        let response = self
+            .http
+            .get(format!("{url}/health"))
+            .header(reqwest::header::AUTHORIZATION, self.secrets.bearer_header())
+            .timeout(Duration::from_secs(1))
+            .send()
+            .await
+            .ok()?;
         if !response.status().is_success() {
             return None;
         }
@@ -160,11 +210,6 @@ impl Registry {
         })
     }
 
-    /// Marks a configured worker as down at once (it failed a request), until the next probe says otherwise.
-    pub fn mark_down(&self, url: &str) {
-        self.probed.write().unwrap_or_else(std::sync::PoisonError::into_inner).retain(|(_, u), _| u != url);
-    }
-
     pub async fn probe_forever(&self, every: Duration) {
         let mut tick = tokio::time::interval(every);
         loop {
@@ -172,13 +217,10 @@ impl Registry {
             self.probe().await;
         }
     }
-}
 
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn glob_escape_keeps_ids_literal() {
-        assert_eq!(super::glob_escape("org/model-1"), "org/model-1");
-        assert_eq!(super::glob_escape("a*b?[c]\\"), "a\\*b\\?\\[c\\]\\\\");
+    /// The header every request to a worker carries.
+    #[must_use]
+    pub fn bearer_header(&self) -> String {
+        self.secrets.bearer_header()
     }
 }

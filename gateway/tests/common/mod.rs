@@ -7,13 +7,13 @@ use std::path::PathBuf;
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use runaii_gateway::config::{AdminArgs, DbArgs, LimitArgs, Settings};
+use runaii_gateway::config::{AdminArgs, DbArgs, LimitArgs, Settings, WorkerArgs};
 use runaii_gateway::ratelimit::RedisFailure;
 use runaii_gateway::Application;
 use serde_json::Value;
 use sqlx::PgPool;
 
-pub use runaii_testkit::{invoice_request, invoice_schema, MODEL};
+pub use runaii_testkit::{invoice_request, invoice_schema, worker_bearer, MODEL, WORKER_SECRET};
 use runaii_testkit::WorkerProcess;
 
 /// The machine's Postgres server; each test gets its own database on it.
@@ -69,6 +69,12 @@ pub fn test_settings(database_url: String) -> Settings {
             hold_expiry_s: 7200,
         },
         admin: AdminArgs { admin_jwt_secret: Some(ADMIN_SECRET.into()), admin_jwt_public_key: None },
+        workers: WorkerArgs {
+            worker_secret_file: None,
+            worker_secret: Some(runaii_testkit::WORKER_SECRET.into()),
+            registry_refresh_ms: 200,
+            worker_headers_timeout_ms: 300_000,
+        },
     }
 }
 

@@ -30,6 +30,8 @@ pub enum ApiError {
     OutputInvalid(#[from] OutputViolation),
     #[error("{0}")]
     Engine(#[from] EngineFailure),
+    #[error("this worker serves only its gateways: send the bearer token of the fleet's worker secret")]
+    Unauthorized,
     #[error("no route for this path")]
     NoRoute,
     #[error("internal error")]
@@ -46,6 +48,7 @@ impl ApiError {
             Self::InvalidJson(_) | Self::InvalidRequest { .. } | Self::ContextLengthExceeded(_) | Self::Refused { .. } => {
                 StatusCode::BAD_REQUEST
             }
+            Self::Unauthorized => StatusCode::UNAUTHORIZED,
             Self::ModelNotFound(_) | Self::NoRoute => StatusCode::NOT_FOUND,
             Self::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             Self::Loading | Self::Overloaded => StatusCode::SERVICE_UNAVAILABLE,
@@ -67,6 +70,7 @@ impl ApiError {
             Self::Overloaded => "worker_overloaded",
             Self::OutputInvalid(_) => "output_validation_failed",
             Self::Engine(_) => "engine_error",
+            Self::Unauthorized => "invalid_worker_credential",
             Self::NoRoute => "not_found",
             Self::Internal(_) => "internal_error",
         }

@@ -1,5 +1,6 @@
 //! The worker's OpenAI-compatible HTTP surface.
 
+mod auth;
 mod chat;
 mod error;
 mod health;
@@ -15,6 +16,8 @@ use axum::Router;
 pub use error::ApiError;
 pub use metrics::HttpMetrics;
 
+use runaii_wire::worker_auth::WorkerSecrets;
+
 use crate::config::Settings;
 use crate::engine::Loaded;
 
@@ -24,6 +27,8 @@ pub struct AppState {
     pub settings: Arc<Settings>,
     pub loaded: Arc<OnceLock<Arc<Loaded>>>,
     pub metrics: Arc<HttpMetrics>,
+    /// Who may ask for inference: the gateways, proven by the bearer token of the fleet's secret.
+    pub secrets: WorkerSecrets,
 }
 
 impl AppState {
@@ -36,8 +41,11 @@ impl AppState {
 
 pub fn router(state: AppState) -> Router {
     let limit = state.settings.max_body_bytes;
-    Router::new()
+    let inference = Router::new()
         .route("/v1/chat/completions", post(chat::create))
+        .route_layer(axum::middleware::from_fn_with_state(state.clone(), auth::require_gateway));
+    Router::new()
+        .merge(inference)
         .route("/health", get(health::health))
         .route("/metrics", get(metrics::render))
         .fallback(|| async { ApiError::NoRoute })

@@ -21,7 +21,15 @@ pub fn start(extra: &[&str]) -> WorkerProcess {
     runaii_testkit::start_worker(Path::new(env!("CARGO_BIN_EXE_runaii-worker")), extra)
 }
 
+/// A client that speaks as a gateway: every request carries the worker bearer token.
 pub fn client() -> reqwest::Client {
+    let mut headers = reqwest::header::HeaderMap::new();
+    headers.insert(reqwest::header::AUTHORIZATION, runaii_testkit::worker_bearer().parse().unwrap());
+    reqwest::Client::builder().timeout(Duration::from_secs(300)).default_headers(headers).build().unwrap()
+}
+
+/// A client with no credential: what anything else on the network is.
+pub fn anonymous_client() -> reqwest::Client {
     reqwest::Client::builder().timeout(Duration::from_secs(300)).build().unwrap()
 }
 
