@@ -22,6 +22,9 @@ pub struct AppState {
     pub admin: Option<Arc<Verifier>>,
     pub http: reqwest::Client,
     pub settings: Arc<Settings>,
+    /// This process's id among the gateway replicas: credit holds name it, so that if the process dies the
+    /// other replicas release them (see `db::replicas`).
+    pub replica_id: uuid::Uuid,
 }
 
 impl AppState {
@@ -43,6 +46,7 @@ impl AppState {
             db,
             http,
             settings: Arc::new(settings),
+            replica_id: uuid::Uuid::now_v7(),
         })
     }
 }
