@@ -19,6 +19,8 @@ impl Application {
     pub async fn build(settings: Settings) -> anyhow::Result<Self> {
         let listener = TcpListener::bind(settings.listen).await?;
         let state = AppState::new(settings).await?;
+        // Registered before it serves: every hold names a replica the others can see alive.
+        crate::db::replicas::heartbeat(&state.db, state.replica_id).await?;
         // Know the workers before the first request.
         state.registry.probe().await;
         state.registry.refresh().await;
@@ -42,9 +44,19 @@ impl Application {
         tokio::spawn(async move { registry.refresh_forever(every).await });
         tokio::spawn(self.state.secrets.clone().reload_forever(std::time::Duration::from_secs(5)));
         tokio::spawn(housekeeping(self.state.db.clone(), self.state.settings.limits.clone()));
+        let (db, replica_id) = (self.state.db.clone(), self.state.replica_id);
+        let (stop_heartbeat, stopped) = tokio::sync::oneshot::channel();
+        let heartbeat = tokio::spawn(replica_heartbeat(db.clone(), replica_id, self.state.settings.limits.clone(), stopped));
         axum::serve(self.listener.tap_io(no_delay), routes::router(self.state))
             .with_graceful_shutdown(runaii_wire::shutdown::signal())
             .await?;
+        // The requests have ended and settled their holds: stop saying this replica is alive, then leave,
+        // so the others do not wait for its row to go stale.
+        let _ = stop_heartbeat.send(());
+        let _ = heartbeat.await;
+        if let Err(e) = crate::db::replicas::remove(&db, replica_id).await {
+            tracing::warn!(error = %e, "replica row not removed; the others will forget it when it goes stale");
+        }
         Ok(())
     }
 }
@@ -56,8 +68,9 @@ pub(crate) fn no_delay(stream: &mut tokio::net::TcpStream) {
     }
 }
 
-/// Every minute: release credit holds of requests whose gateway died, and forget idempotency keys past
-/// their lifetime. Every replica runs it; the statements are safe to run concurrently.
+/// Every minute: release credit holds older than `--hold-expiry-s` (a backstop: holds of dead replicas go
+/// within `--replica-timeout-ms`, see [`replica_heartbeat`]), and forget idempotency keys past their
+/// lifetime. Every replica runs it; the statements are safe to run concurrently.
 async fn housekeeping(db: sqlx::PgPool, limits: crate::config::LimitArgs) {
     let mut tick = tokio::time::interval(std::time::Duration::from_secs(60));
     loop {
@@ -69,6 +82,29 @@ async fn housekeeping(db: sqlx::PgPool, limits: crate::config::LimitArgs) {
         }
         if let Err(e) = crate::db::idempotency::expire(&db, i64::from(limits.idempotency_ttl_hours) * 3600).await {
             tracing::warn!(error = %e, "expired idempotency keys not deleted");
+        }
+    }
+}
+
+/// Every `--replica-heartbeat-ms`: refresh this replica's row, and release the credit holds of replicas
+/// silent for `--replica-timeout-ms` (a killed gateway's requests will never settle). Every replica runs
+/// it; the statement is safe to run concurrently. Ends when `stop` fires (graceful shutdown).
+async fn replica_heartbeat(db: sqlx::PgPool, replica: uuid::Uuid, limits: crate::config::LimitArgs, mut stop: tokio::sync::oneshot::Receiver<()>) {
+    let mut tick = tokio::time::interval(std::time::Duration::from_millis(limits.replica_heartbeat_ms));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let timeout_ms = i64::try_from(limits.replica_timeout_ms).unwrap_or(i64::MAX);
+    loop {
+        tokio::select! {
+            _ = &mut stop => return,
+            _ = tick.tick() => {}
+        }
+        if let Err(e) = crate::db::replicas::heartbeat(&db, replica).await {
+            tracing::warn!(error = %e, "replica heartbeat not written");
+        }
+        match crate::db::replicas::release_orphaned_holds(&db, timeout_ms).await {
+            Ok(0) => {}
+            Ok(n) => tracing::warn!(tenants = n, "released the credit holds of gateway replicas that died"),
+            Err(e) => tracing::warn!(error = %e, "holds of dead replicas not released"),
         }
     }
 }

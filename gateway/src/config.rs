@@ -176,6 +176,14 @@ pub struct LimitArgs {
     /// A credit hold older than this many seconds belongs to a request whose gateway died; it is released.
     #[arg(long, env = "RUNAII_HOLD_EXPIRY_S", default_value_t = 7200)]
     pub hold_expiry_s: u32,
+    /// How often this replica tells the others it is alive (and releases the holds of dead ones), in
+    /// milliseconds.
+    #[arg(long, env = "RUNAII_REPLICA_HEARTBEAT_MS", default_value_t = 5000, value_parser = clap::value_parser!(u64).range(100..))]
+    pub replica_heartbeat_ms: u64,
+    /// A replica not heard from for this many milliseconds is dead: its credit holds are released. Keep it
+    /// several heartbeats long, so that a slow database does not make a live replica look dead.
+    #[arg(long, env = "RUNAII_REPLICA_TIMEOUT_MS", default_value_t = 30_000, value_parser = clap::value_parser!(u64).range(1000..))]
+    pub replica_timeout_ms: u64,
 }
 
 /// How admin JWTs are verified: an HS256 secret or an RS256 public key (PEM). Without either the admin

@@ -24,6 +24,9 @@ pub struct AppState {
     /// The credential shared with workers (re-read from its file while running).
     pub secrets: runaii_wire::worker_auth::WorkerSecrets,
     pub settings: Arc<Settings>,
+    /// This process's id among the gateway replicas: credit holds name it, so that if the process dies the
+    /// other replicas release them (see `db::replicas`).
+    pub replica_id: uuid::Uuid,
 }
 
 impl AppState {
@@ -47,6 +50,7 @@ impl AppState {
             db,
             http,
             settings: Arc::new(settings),
+            replica_id: uuid::Uuid::now_v7(),
         })
     }
 }

@@ -220,7 +220,7 @@ async fn tenants_never_see_each_others_records_or_private_models() {
     let (status, _) = app.admin(Method::GET, &format!("/admin/v1/tenants/{other_id}"), &confined, None).await;
     assert_eq!(status, 404);
     let (status, _) = app.admin(Method::POST, &format!("/admin/v1/tenants/{other_id}/credits"), &confined, Some(&json!({"amount": "5"}))).await;
-    assert_eq!(status, 404, "nor grant it credit");
+    assert_eq!(status, 403, "nor grant it credit (a confined token grants none at all)");
     let (_, tenants) = app.admin(Method::GET, "/admin/v1/tenants", &confined, None).await;
     assert_eq!(tenants["data"].as_array().unwrap().len(), 1);
 
@@ -247,4 +247,119 @@ async fn tenants_never_see_each_others_records_or_private_models() {
     assert_eq!(status, 404, "{body}");
     assert_eq!(body["error"]["code"], "model_not_found");
     assert_eq!(app.post_as(&other_key, "/v1/chat/completions", &tiny(), &[]).await.status(), 200);
+}
+
+/// Confinement limits actions, not just reads: a token confined to a tenant, whatever its roles, never
+/// mints credit, changes model access, or touches the catalog or the workers — for its own tenant or
+/// another — and nothing it tried changed a balance or wrote an audit entry. Only an unconfined admin
+/// grants credit; finance reads the books but does not write them.
+#[tokio::test]
+async fn confined_tokens_never_mint_credit_change_access_or_touch_the_catalog() {
+    let app = spawn_app().await;
+    let other_id = common::grant(&app.db, "other", "1").await;
+    let own = app.tenant_id;
+    let confined = admin_token(&["ops", "finance", "admin"], Some(own));
+    let balance = |id: uuid::Uuid| {
+        let db = app.db.clone();
+        async move { sqlx::query_scalar::<_, Decimal>("SELECT balance FROM tenants WHERE id = $1").bind(id).fetch_one(&db).await.unwrap() }
+    };
+    let (own_before, other_before) = (balance(own).await, balance(other_id).await);
+
+    let model_change = json!({"output_price_per_mtok": "0", "workers": ["http://127.0.0.1:9"]});
+    let new_model = json!({"id": "org/mine", "context_length": 2048, "input_price_per_mtok": "0", "output_price_per_mtok": "0"});
+    let refused: Vec<(Method, String, Option<Value>)> = vec![
+        (Method::POST, format!("/admin/v1/tenants/{own}/credits"), Some(json!({"amount": "1000000"}))),
+        (Method::POST, format!("/admin/v1/tenants/{own}/credits"), Some(json!({"amount": "-1"}))),
+        (Method::POST, format!("/admin/v1/tenants/{other_id}/credits"), Some(json!({"amount": "5"}))),
+        (Method::PUT, format!("/admin/v1/tenants/{own}/models/{MODEL}"), None),
+        (Method::DELETE, format!("/admin/v1/tenants/{own}/models/{MODEL}"), None),
+        (Method::PUT, format!("/admin/v1/tenants/{other_id}/models/{MODEL}"), None),
+        (Method::GET, "/admin/v1/models".into(), None),
+        (Method::POST, "/admin/v1/models".into(), Some(new_model)),
+        (Method::PATCH, format!("/admin/v1/models/{MODEL}"), Some(model_change)),
+        (Method::GET, "/admin/v1/workers".into(), None),
+        (Method::POST, "/admin/v1/tenants".into(), Some(json!({"name": "spawned"}))),
+        (Method::GET, "/admin/v1/audit-log".into(), None),
+    ];
+    for (method, path, body) in &refused {
+        let (status, answer) = app.admin(method.clone(), path, &confined, body.as_ref()).await;
+        assert_eq!(status, 403, "{method} {path}: {answer}");
+        assert_eq!(answer["error"]["code"], "insufficient_role", "{method} {path}: {answer}");
+        assert!(!answer.to_string().contains(&other_id.to_string()), "a refusal never names another tenant: {answer}");
+    }
+    // An unconfined finance token reads the books but cannot write them.
+    let finance = admin_token(&["finance"], None);
+    let (status, answer) = app.admin(Method::POST, &format!("/admin/v1/tenants/{own}/credits"), &finance, Some(&json!({"amount": "1"}))).await;
+    assert_eq!(status, 403, "{answer}");
+
+    assert_eq!(balance(own).await, own_before, "no credit was minted");
+    assert_eq!(balance(other_id).await, other_before);
+    let audit: i64 = sqlx::query_scalar("SELECT count(*) FROM audit_log").fetch_one(&app.db).await.unwrap();
+    assert_eq!(audit, 0, "nothing changed, so nothing was audited");
+    let catalog: (Decimal, i64) = sqlx::query_as(
+        "SELECT output_price_per_mtok, (SELECT count(*) FROM model_workers WHERE model_id = $1) FROM models WHERE id = $1",
+    )
+    .bind(MODEL)
+    .fetch_one(&app.db)
+    .await
+    .unwrap();
+    assert_eq!(catalog, ("0.30".parse().unwrap(), 1), "the catalog is untouched");
+    let access: i64 = sqlx::query_scalar("SELECT count(*) FROM model_access").fetch_one(&app.db).await.unwrap();
+    assert_eq!(access, 0);
+
+    // What a confined token may still do: read its own tenant and manage its own keys.
+    let (status, tenant) = app.admin(Method::GET, &format!("/admin/v1/tenants/{own}"), &confined, None).await;
+    assert_eq!((status, tenant["id"].as_str()), (200, Some(own.to_string().as_str())));
+    let (status, key) = app.admin(Method::POST, &format!("/admin/v1/tenants/{own}/keys"), &confined, Some(&json!({"name": "ci"}))).await;
+    assert_eq!(status, 200, "{key}");
+    let (status, _) = app.admin(Method::POST, &format!("/admin/v1/tenants/{other_id}/keys"), &confined, Some(&json!({"name": "x"}))).await;
+    assert_eq!(status, 404, "another tenant does not exist for it");
+    // And an unconfined admin mints credit.
+    let admin = admin_token(&["admin"], None);
+    let (status, granted) = app.admin(Method::POST, &format!("/admin/v1/tenants/{own}/credits"), &admin, Some(&json!({"amount": "1"}))).await;
+    assert_eq!(status, 200, "{granted}");
+}
+
+/// The CSV export is streamed page by page (no `Content-Length`: the body is not built in memory first),
+/// and still exact: 5,500 records sharing one timestamp, across page boundaries (1,000 per query) broken
+/// only by request id, each exported exactly once, in order, summing to the total.
+#[tokio::test]
+async fn a_large_csv_export_is_streamed_and_exact() {
+    let app = spawn_app().await;
+    let key_id: uuid::Uuid = sqlx::query_scalar("SELECT id FROM api_keys WHERE tenant_id = $1").bind(app.tenant_id).fetch_one(&app.db).await.unwrap();
+    const ROWS: i64 = 5500;
+    sqlx::query(
+        "INSERT INTO cost_records (request_id, tenant_id, api_key_id, model, endpoint, input_tokens, output_tokens, cost, status,
+                                   http_status, latency_ms)
+         SELECT 'bulk-' || lpad(i::text, 6, '0'), $1, $2, $3, 'chat.completions', i, 1, i * 0.0000001, 'succeeded', 200, 1
+         FROM generate_series(1, $4) AS i",
+    )
+    .bind(app.tenant_id)
+    .bind(key_id)
+    .bind(MODEL)
+    .bind(ROWS)
+    .execute(&app.db)
+    .await
+    .unwrap();
+    let finance = admin_token(&["finance"], None);
+    let response = common::client()
+        .get(format!("{}/admin/v1/cost-records?tenant_id={}&format=csv", app.base, app.tenant_id))
+        .bearer_auth(&finance)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    assert!(response.headers().get("content-length").is_none(), "streamed, not buffered: {:?}", response.headers());
+    assert_eq!(response.headers()["transfer-encoding"], "chunked");
+    let csv = response.text().await.unwrap();
+    let mut lines = csv.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let (id_col, cost_col) = (header.iter().position(|h| *h == "request_id").unwrap(), header.iter().position(|h| *h == "cost").unwrap());
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+    assert_eq!(rows.len(), usize::try_from(ROWS).unwrap());
+    let expected: Vec<String> = (1..=ROWS).map(|i| format!("bulk-{i:06}")).collect();
+    let ids: Vec<&str> = rows.iter().map(|r| r[id_col]).collect();
+    assert_eq!(ids, expected, "every record once, in order");
+    let sum: Decimal = rows.iter().map(|r| r[cost_col].parse::<Decimal>().unwrap()).sum();
+    assert_eq!(sum, Decimal::from(ROWS * (ROWS + 1) / 2) * Decimal::new(1, 7));
 }

@@ -1,4 +1,6 @@
 //! Ops: the catalog (models, prices, enable/disable, visibility, workers) and live worker health.
+//! Every route here needs a token not confined to a tenant: the catalog is shared by every tenant (it
+//! names private models and sets prices), and a worker URL decides where prompts are sent.
 
 use axum::extract::rejection::JsonRejection;
 use axum::extract::{Json, State};
@@ -19,7 +21,7 @@ use crate::state::AppState;
     tag = "admin",
     operation_id = "adminListModels",
     summary = "List the catalog",
-    description = "Role: ops. Every model, enabled or not, with prices, flags, configured workers and readiness.",
+    description = "Role: ops, with a token not confined to a tenant. Every model, enabled or not, with prices, flags, configured workers and readiness.",
     security(("admin_jwt" = [])),
     responses(
         (status = 200, description = "Every model, enabled or not", body = crate::openapi::admin::CatalogList),
@@ -29,7 +31,7 @@ use crate::state::AppState;
     )
 )]
 pub(super) async fn list(State(state): State<AppState>, claims: Claims) -> Result<Json<Value>, ApiError> {
-    claims.require(Role::Ops)?;
+    claims.require_unconfined(Role::Ops)?;
     let entries = models::catalog(&mut *state.db.acquire().await?, None).await?;
     let ready = state.registry.ready_models().await;
     let data: Vec<Value> = entries
@@ -56,7 +58,7 @@ pub(super) struct NewModel {
     tag = "admin",
     operation_id = "adminCreateModel",
     summary = "Add a model",
-    description = "Role: ops. Prices are USD per million tokens: at least 0, below 10^10, at most 10 decimals (never rounded).",
+    description = "Role: ops, with a token not confined to a tenant. Prices are USD per million tokens: at least 0, below 10^10, at most 10 decimals (never rounded).",
     request_body(content = crate::openapi::admin::NewCatalogModel, content_type = "application/json"),
     security(("admin_jwt" = [])),
     responses(
@@ -73,7 +75,7 @@ pub(super) async fn create(
     claims: Claims,
     new: Result<Json<NewModel>, JsonRejection>,
 ) -> Result<Json<Value>, ApiError> {
-    claims.require(Role::Ops)?;
+    claims.require_unconfined(Role::Ops)?;
     let NewModel { id, change } = body(new)?;
     if id.is_empty() || id.len() > 200 {
         return Err(ApiError::invalid("id must be 1 to 200 characters", "id"));
@@ -93,7 +95,7 @@ pub(super) async fn create(
     tag = "admin",
     operation_id = "adminUpdateModel",
     summary = "Change a model",
-    description = "Role: ops. Absent fields keep their value; `workers` replaces the list.",
+    description = "Role: ops, with a token not confined to a tenant. Absent fields keep their value; `workers` replaces the list.",
     params(("id" = String, Path, description = "The model id")),
     request_body(content = ModelChange, content_type = "application/json"),
     security(("admin_jwt" = [])),
@@ -113,7 +115,7 @@ pub(super) async fn update(
     Path(id): Path<String>,
     change: Result<Json<ModelChange>, JsonRejection>,
 ) -> Result<Json<Value>, ApiError> {
-    claims.require(Role::Ops)?;
+    claims.require_unconfined(Role::Ops)?;
     write(&state, &claims, &id, &body(change)?, false).await
 }
 
@@ -166,7 +168,7 @@ fn check(change: &ModelChange) -> Result<(), ApiError> {
     tag = "admin",
     operation_id = "adminListWorkers",
     summary = "List workers",
-    description = "Role: ops.",
+    description = "Role: ops, with a token not confined to a tenant.",
     security(("admin_jwt" = [])),
     responses(
         (status = 200, description = "Live workers with their load, and configured ones that are down", body = crate::openapi::admin::WorkerList),
@@ -176,7 +178,7 @@ fn check(change: &ModelChange) -> Result<(), ApiError> {
     )
 )]
 pub(super) async fn workers(State(state): State<AppState>, claims: Claims) -> Result<Json<Value>, ApiError> {
-    claims.require(Role::Ops)?;
+    claims.require_unconfined(Role::Ops)?;
     let configured = models::configured_workers(&state.db).await?;
     // One scan of the registry for every model, not one per model.
     let mut data: Vec<Value> = state

@@ -1,15 +1,16 @@
-//! Finance: cost records (filtered, paginated, or exported as CSV), monthly totals, the credit ledger.
+//! Finance: cost records (filtered, paginated, or exported as CSV, see [`csv`]), monthly totals, the credit
+//! ledger.
 //! Amounts are decimal strings, exact; a month's CSV sums to its total to the last digit.
 
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Json, Query, State};
-use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use chrono::{DateTime, Datelike, NaiveDate, TimeZone, Utc};
 use serde::Deserialize;
 use serde_json::{json, Value};
 use uuid::Uuid;
 
+use super::csv;
 use super::input::{page, page_size, query};
 use super::{Claims, Role};
 use crate::db::reports::{self, CostFilter, CostRow};
@@ -32,12 +33,9 @@ pub(super) struct CostQuery {
     month: Option<String>,
     cursor: Option<String>,
     limit: Option<i64>,
-    /// `csv` for an export of every matching record.
+    /// `csv` for an export of every matching record, streamed.
     format: Option<String>,
 }
-
-/// Rows per query while exporting.
-const EXPORT_PAGE: i64 = 1000;
 
 #[utoipa::path(
     get,
@@ -70,7 +68,7 @@ pub(super) async fn cost_records(
         from = Some(from.map_or(start, |f| f.max(start)));
         to = Some(to.map_or(end, |t| t.min(end)));
     }
-    let mut filter = CostFilter {
+    let filter = CostFilter {
         tenant_id: claims.tenant_scope(q.tenant_id)?,
         api_key_id: q.api_key_id,
         model: q.model,
@@ -80,19 +78,7 @@ pub(super) async fn cost_records(
         after: q.cursor.as_deref().map(parse_cursor).transpose()?,
     };
     if q.format.as_deref() == Some("csv") {
-        let mut csv = String::from(CSV_HEADER);
-        loop {
-            let rows = reports::cost_records(&state.db, &filter, EXPORT_PAGE).await?;
-            for row in &rows {
-                csv_line(&mut csv, row);
-            }
-            match rows.last() {
-                Some(last) if rows.len() as i64 == EXPORT_PAGE => filter.after = Some((last.created_at, last.request_id.clone())),
-                _ => break,
-            }
-        }
-        let disposition = "attachment; filename=\"cost-records.csv\"";
-        return Ok(([(header::CONTENT_TYPE, "text/csv; charset=utf-8"), (header::CONTENT_DISPOSITION, disposition)], csv).into_response());
+        return csv::export(state.db.clone(), filter).await;
     }
     let size = page_size(q.limit);
     let rows = reports::cost_records(&state.db, &filter, size + 1).await?;
@@ -109,38 +95,6 @@ fn parse_cursor(cursor: &str) -> Result<(DateTime<Utc>, String), ApiError> {
     let (micros, id) = cursor.split_once(':').ok_or_else(bad)?;
     let at = DateTime::from_timestamp_micros(micros.parse().map_err(|_| bad())?).ok_or_else(bad)?;
     Ok((at, id.to_owned()))
-}
-
-const CSV_HEADER: &str = "request_id,created_at,tenant_id,api_key_id,model,endpoint,status,http_status,error_code,input_tokens,output_tokens,cost,latency_ms\n";
-
-fn csv_line(out: &mut String, r: &CostRow) {
-    let fields = [
-        csv_field(&r.request_id),
-        r.created_at.to_rfc3339_opts(chrono::SecondsFormat::Micros, true),
-        r.tenant_id.to_string(),
-        r.api_key_id.to_string(),
-        csv_field(&r.model),
-        csv_field(&r.endpoint),
-        csv_field(&r.status),
-        r.http_status.to_string(),
-        csv_field(r.error_code.as_deref().unwrap_or("")),
-        r.input_tokens.to_string(),
-        r.output_tokens.to_string(),
-        r.cost.normalize().to_string(),
-        r.latency_ms.to_string(),
-    ];
-    out.push_str(&fields.join(","));
-    out.push('\n');
-}
-
-/// RFC 4180 quoting, and a leading `'` for text a spreadsheet would run as a formula.
-fn csv_field(text: &str) -> String {
-    let text = if text.starts_with(['=', '+', '-', '@']) { format!("'{text}") } else { text.to_owned() };
-    if text.contains([',', '"', '\n', '\r']) {
-        format!("\"{}\"", text.replace('"', "\"\""))
-    } else {
-        text
-    }
 }
 
 /// [first instant of the month, first instant of the next), UTC.
@@ -172,7 +126,7 @@ pub(super) struct TotalsQuery {
     tag = "admin",
     operation_id = "adminMonthlyTotals",
     summary = "Monthly totals per tenant",
-    description = "Role: finance. Requests, tokens and cost per tenant for a calendar month (UTC), summed exactly from the cost records.",
+    description = "Role: finance. Requests, tokens, cost and shortfall per tenant for a calendar month (UTC), summed exactly from the cost records; the tenant was charged `cost - shortfall`.",
     params(TotalsQuery),
     security(("admin_jwt" = [])),
     responses(
@@ -197,7 +151,8 @@ pub(super) async fn monthly_totals(
         .iter()
         .map(|t| {
             json!({"tenant_id": t.tenant_id, "month": q.month, "requests": t.requests, "input_tokens": t.input_tokens,
-                   "output_tokens": t.output_tokens, "cost": t.cost.normalize().to_string(), "currency": "USD"})
+                   "output_tokens": t.output_tokens, "cost": t.cost.normalize().to_string(),
+                   "shortfall": t.shortfall.normalize().to_string(), "currency": "USD"})
         })
         .collect();
     Ok(Json(json!({"object": "list", "data": data})))
@@ -249,13 +204,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn months_and_csv_fields() {
+    fn months() {
         let (from, to) = month_range("2026-12").unwrap();
         assert_eq!(from.to_rfc3339(), "2026-12-01T00:00:00+00:00");
         assert_eq!(to.to_rfc3339(), "2027-01-01T00:00:00+00:00");
         assert!(month_range("2026-13").is_err());
-        assert_eq!(csv_field("a,b"), "\"a,b\"");
-        assert_eq!(csv_field("say \"hi\""), "\"say \"\"hi\"\"\"");
-        assert_eq!(csv_field("=SUM(A1)"), "'=SUM(A1)");
     }
 }

@@ -4,6 +4,7 @@
 
 mod audit;
 mod catalog;
+mod csv;
 mod finance;
 mod input;
 mod tenants;

@@ -1,5 +1,7 @@
 //! Admins: tenants, API keys (the secret is shown once), credit grants, access to private models.
-//! Tenants can also be read by finance. A token confined to a tenant sees and changes only that one.
+//! Tenants can also be read by finance. A token confined to a tenant reads only that one and manages only
+//! its keys: minting credit and granting models are for unconfined admins (a tenant's own token must not
+//! be able to give it money or another tenant's private model).
 
 use axum::extract::rejection::JsonRejection;
 use axum::extract::{Json, State};
@@ -110,10 +112,7 @@ pub(super) async fn create(
     claims: Claims,
     new: Result<Json<NewTenant>, JsonRejection>,
 ) -> Result<Json<Value>, ApiError> {
-    claims.require(Role::Admin)?;
-    if claims.tenant_id.is_some() {
-        return Err(ApiError::Forbidden("admin (unconfined)"));
-    }
+    claims.require_unconfined(Role::Admin)?;
     let new = body(new)?;
     if new.name.trim().is_empty() || new.name.len() > 200 {
         return Err(ApiError::invalid("name must be 1 to 200 characters", "name"));
@@ -146,7 +145,7 @@ pub(super) struct Grant {
     tag = "admin",
     operation_id = "adminGrantCredits",
     summary = "Grant credit",
-    description = "Role: admin. A negative amount is an adjustment, refused (409) if it would take the balance below what is reserved.",
+    description = "Role: admin, with a token not confined to a tenant. A negative amount is an adjustment, refused (409) if it would take the balance below what is reserved.",
     params(("id" = Uuid, Path, description = "The tenant's id")),
     request_body(content = Grant, content_type = "application/json"),
     security(("admin_jwt" = [])),
@@ -166,8 +165,9 @@ pub(super) async fn grant(
     Path(id): Path<Uuid>,
     grant: Result<Json<Grant>, JsonRejection>,
 ) -> Result<Json<Value>, ApiError> {
-    claims.require(Role::Admin)?;
-    let id = scoped(&claims, id)?;
+    // Credit is money: only an unconfined admin mints it. Finance reads the books but does not write
+    // them, so one stolen finance token cannot create balance either.
+    claims.require_unconfined(Role::Admin)?;
     let grant = body(grant)?;
     // Balances are NUMERIC(30, 16): refuse what would be rounded.
     if grant.amount.is_zero() || grant.amount.normalize().scale() > 16 || grant.amount.abs() >= Decimal::from(1_000_000_000_000u64) {
@@ -358,7 +358,7 @@ async fn key_in_scope(tx: &mut sqlx::PgConnection, claims: &Claims, key_id: Uuid
     tag = "admin",
     operation_id = "adminAllowModel",
     summary = "Grant a tenant a private model",
-    description = "Role: admin.",
+    description = "Role: admin, with a token not confined to a tenant.",
     params(("id" = Uuid, Path, description = "The tenant's id"), ("model" = String, Path, description = "The model id")),
     security(("admin_jwt" = [])),
     responses(
@@ -384,7 +384,7 @@ pub(super) async fn allow_model(
     tag = "admin",
     operation_id = "adminDenyModel",
     summary = "Withdraw a tenant's private model",
-    description = "Role: admin.",
+    description = "Role: admin, with a token not confined to a tenant.",
     params(("id" = Uuid, Path, description = "The tenant's id"), ("model" = String, Path, description = "The model id")),
     security(("admin_jwt" = [])),
     responses(
@@ -405,8 +405,8 @@ pub(super) async fn deny_model(
 }
 
 async fn set_access(state: &AppState, claims: &Claims, id: Uuid, model: &str, allow: bool) -> Result<Json<Value>, ApiError> {
-    claims.require(Role::Admin)?;
-    let id = scoped(claims, id)?;
+    // A private model is another tenant's business (its weights, its price): only an unconfined admin grants it.
+    claims.require_unconfined(Role::Admin)?;
     let mut tx = state.db.begin().await?;
     let changed = models::set_access(&mut tx, id, model, allow).await.map_err(db_error)?;
     let state_json = |allowed: bool| Some(json!({"tenant_id": id, "model": model, "allowed": allowed}));

@@ -30,6 +30,15 @@ impl Role {
             Self::Admin => "admin",
         }
     }
+
+    /// How a refusal for a token that has the role but is confined to a tenant names what is missing.
+    fn unconfined_name(self) -> &'static str {
+        match self {
+            Self::Ops => "ops (unconfined)",
+            Self::Finance => "finance (unconfined)",
+            Self::Admin => "admin (unconfined)",
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -107,6 +116,21 @@ impl Claims {
         } else {
             Err(ApiError::Forbidden(role.name()))
         }
+    }
+
+    /// For actions whose effect reaches past one tenant's own data: minting credit, model access, the
+    /// catalog and workers (shared by every tenant, and where prompts are sent), tenant creation, the audit
+    /// log. A confined token is refused with 403 whatever tenant it names, so the answer says nothing about
+    /// whether another tenant exists.
+    ///
+    /// # Errors
+    /// [`ApiError::Forbidden`] when the token lacks `role` or is confined to a tenant.
+    pub fn require_unconfined(&self, role: Role) -> Result<(), ApiError> {
+        self.require(role)?;
+        if self.tenant_id.is_some() {
+            return Err(ApiError::Forbidden(role.unconfined_name()));
+        }
+        Ok(())
     }
 
     /// The tenant a query may read: the token's own when it is confined to one (asking for another is

@@ -75,7 +75,8 @@ impl Ledger {
         }
     }
 
-    /// Records the outcome, settles the request's credit hold to its cost, and returns that cost.
+    /// Records the outcome, settles the request's credit hold to its cost, and returns that cost (the full
+    /// cost, also when the tenant could pay only part of it: the record then carries the shortfall).
     ///
     /// # Errors
     /// [`ApiError::LedgerUnavailable`] when the record cannot be written: the answer must not go out
@@ -104,10 +105,15 @@ impl Ledger {
             error_code,
             latency_ms: u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX),
         };
-        costs::settle(&self.db, &record).await.map_err(|e| {
+        let settled = costs::settle(&self.db, &record).await.map_err(|e| {
             tracing::error!(request_id = %self.request_id, error = %e, "cost record not written");
             ApiError::LedgerUnavailable
         })?;
+        if !settled.shortfall.is_zero() {
+            // The hold was meant to be the worst case: a shortfall means the bound missed something.
+            tracing::error!(request_id = %self.request_id, cost = %cost, shortfall = %settled.shortfall.normalize(),
+                "cost above the hold and the tenant's balance: recorded with a shortfall");
+        }
         crate::metrics::global().recorded(&record, self.started.elapsed());
         let tokens = u64::from(input_tokens) + u64::from(output_tokens);
         if tokens > 0 {

@@ -107,7 +107,7 @@ pub async fn prepare(
 /// 402 `insufficient_credits` when the tenant cannot cover the worst case; nothing is charged.
 async fn hold_worst_case(state: &AppState, caller: &Caller, model: &ModelRow, body: &Value, request_id: &str) -> Result<(), ApiError> {
     let worst = worst_case_cost(model, body);
-    if credits::hold(&state.db, caller.tenant_id, request_id, worst).await? {
+    if credits::hold(&state.db, caller.tenant_id, request_id, worst, state.replica_id).await? {
         return Ok(());
     }
     let available = credits::balance(&state.db, caller.tenant_id).await?.map_or(Decimal::ZERO, |b| b.available());

@@ -5,21 +5,24 @@ use sqlx::PgPool;
 use uuid::Uuid;
 
 /// Holds `amount` of the tenant's available credit (balance − reserved) for a request. `false` when the
-/// tenant does not have that much: one conditional update, so concurrent holds can never overdraw.
+/// tenant does not have that much: one conditional update, so concurrent holds can never overdraw. The
+/// hold names the replica that took it, so that if that replica dies the others release it
+/// (see [`super::replicas::release_orphaned_holds`]).
 ///
 /// # Errors
 /// Database errors.
 #[tracing::instrument(name = "credit hold", skip_all)]
-pub async fn hold(db: &PgPool, tenant_id: Uuid, request_id: &str, amount: Decimal) -> Result<bool, sqlx::Error> {
+pub async fn hold(db: &PgPool, tenant_id: Uuid, request_id: &str, amount: Decimal, replica: Uuid) -> Result<bool, sqlx::Error> {
     let held: Option<String> = sqlx::query_scalar(
         "WITH tenant AS (
              UPDATE tenants SET reserved = reserved + $3 WHERE id = $1 AND balance - reserved >= $3 RETURNING id)
-         INSERT INTO credit_holds (request_id, tenant_id, amount) SELECT $2, id, $3 FROM tenant
+         INSERT INTO credit_holds (request_id, tenant_id, amount, replica_id) SELECT $2, id, $3, $4 FROM tenant
          RETURNING request_id",
     )
     .bind(tenant_id)
     .bind(request_id)
     .bind(amount)
+    .bind(replica)
     .fetch_optional(db)
     .await?;
     Ok(held.is_some())
@@ -87,8 +90,9 @@ pub async fn grant(
     Ok(Some((id, after)))
 }
 
-/// Releases holds older than `older_than_s`: requests whose gateway died before settling. A request
-/// still running that late settles without a hold.
+/// Releases holds older than `older_than_s`: the backstop for requests whose gateway died before settling
+/// (holds of dead replicas normally go sooner, see [`super::replicas::release_orphaned_holds`]). A request
+/// still running that late settles without a hold, charged from what is available.
 ///
 /// # Errors
 /// Database errors.

@@ -21,7 +21,11 @@ pub struct CostRow {
     pub error_code: Option<String>,
     pub input_tokens: i32,
     pub output_tokens: i32,
+    /// The full cost, as the client was told.
     pub cost: Decimal,
+    /// The part of `cost` the tenant's balance could not cover when it settled (0 almost always); the
+    /// tenant was charged `cost − shortfall`.
+    pub shortfall: Decimal,
     pub latency_ms: i32,
 }
 
@@ -48,7 +52,7 @@ pub async fn cost_records(db: &PgPool, filter: &CostFilter, limit: i64) -> Resul
     let (after_at, after_id) = filter.after.clone().unzip();
     sqlx::query_as(
         "SELECT request_id, created_at, tenant_id, api_key_id, model, endpoint, status, http_status, error_code,
-                input_tokens, output_tokens, cost, latency_ms
+                input_tokens, output_tokens, cost, shortfall, latency_ms
          FROM cost_records
          WHERE ($1::uuid IS NULL OR tenant_id = $1) AND ($2::uuid IS NULL OR api_key_id = $2)
            AND ($3::text IS NULL OR model = $3) AND ($4::text IS NULL OR status = $4)
@@ -77,6 +81,8 @@ pub struct MonthlyTotal {
     pub input_tokens: i64,
     pub output_tokens: i64,
     pub cost: Decimal,
+    /// What of `cost` went unpaid; the tenants were charged `cost − shortfall`.
+    pub shortfall: Decimal,
 }
 
 /// Per-tenant totals of the records created in [from, to).
@@ -86,7 +92,8 @@ pub struct MonthlyTotal {
 pub async fn totals(db: &PgPool, tenant: Option<Uuid>, from: DateTime<Utc>, to: DateTime<Utc>) -> Result<Vec<MonthlyTotal>, sqlx::Error> {
     sqlx::query_as(
         "SELECT tenant_id, count(*) AS requests, COALESCE(sum(input_tokens), 0)::bigint AS input_tokens,
-                COALESCE(sum(output_tokens), 0)::bigint AS output_tokens, COALESCE(sum(cost), 0) AS cost
+                COALESCE(sum(output_tokens), 0)::bigint AS output_tokens, COALESCE(sum(cost), 0) AS cost,
+                COALESCE(sum(shortfall), 0) AS shortfall
          FROM cost_records
          WHERE ($1::uuid IS NULL OR tenant_id = $1) AND created_at >= $2 AND created_at < $3
          GROUP BY tenant_id ORDER BY tenant_id",

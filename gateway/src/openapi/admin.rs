@@ -105,6 +105,9 @@ pub struct MonthlyTotal {
     pub input_tokens: i64,
     pub output_tokens: i64,
     pub cost: DecimalString,
+    /// The part of `cost` the balance could not cover (0 unless a cost exceeded its hold and the balance);
+    /// the tenant was charged `cost - shortfall`.
+    pub shortfall: DecimalString,
     #[schema(inline)]
     pub currency: Usd,
 }

@@ -67,6 +67,8 @@ pub fn test_settings(database_url: String) -> Settings {
             on_redis_failure: RedisFailure::Open,
             idempotency_ttl_hours: 24,
             hold_expiry_s: 7200,
+            replica_heartbeat_ms: 500,
+            replica_timeout_ms: 30_000,
         },
         admin: AdminArgs { admin_jwt_secret: Some(ADMIN_SECRET.into()), admin_jwt_public_key: None },
         workers: WorkerArgs {

@@ -1,0 +1,57 @@
+//! Gateway replicas that are alive, and the credit holds of those that died. Each replica keeps a row
+//! fresh while it runs; a row that went stale means its process is gone (killed, crashed, cut off from
+//! the database), so the holds it took belong to requests that will never settle.
+
+use sqlx::PgPool;
+use uuid::Uuid;
+
+/// Writes (or, after the replica was presumed dead, writes again) the replica's row, fresh now.
+///
+/// # Errors
+/// Database errors.
+pub async fn heartbeat(db: &PgPool, replica: Uuid) -> Result<(), sqlx::Error> {
+    sqlx::query("INSERT INTO gateway_replicas (id) VALUES ($1) ON CONFLICT (id) DO UPDATE SET last_seen = now()")
+        .bind(replica)
+        .execute(db)
+        .await?;
+    Ok(())
+}
+
+/// Removes the replica's row at graceful shutdown, once its requests have settled.
+///
+/// # Errors
+/// Database errors.
+pub async fn remove(db: &PgPool, replica: Uuid) -> Result<(), sqlx::Error> {
+    sqlx::query("DELETE FROM gateway_replicas WHERE id = $1").bind(replica).execute(db).await?;
+    Ok(())
+}
+
+/// Forgets replicas not seen for `stale_after_ms` and releases every hold taken by a replica that has no
+/// live row: returns how many tenants got credit back. Holds without a replica (taken before replicas
+/// were recorded) are left to the age limit of [`super::credits::release_stale_holds`].
+///
+/// A replica registers before it serves, so a hold this statement sees always has its replica's row in
+/// the same snapshot unless that replica is gone. Locks are taken as settling takes them (hold rows, then
+/// tenant rows), so a request settling meanwhile waits for this or finds its hold gone, and is charged from
+/// what is available.
+///
+/// # Errors
+/// Database errors.
+pub async fn release_orphaned_holds(db: &PgPool, stale_after_ms: i64) -> Result<u64, sqlx::Error> {
+    let done = sqlx::query(
+        "WITH dead AS (
+             DELETE FROM gateway_replicas WHERE last_seen < now() - make_interval(secs => $1 / 1000.0) RETURNING id),
+         orphaned AS (
+             DELETE FROM credit_holds h
+             WHERE h.replica_id IS NOT NULL
+               AND (h.replica_id IN (SELECT id FROM dead)
+                    OR NOT EXISTS (SELECT 1 FROM gateway_replicas r WHERE r.id = h.replica_id))
+             RETURNING tenant_id, amount),
+         per_tenant AS (SELECT tenant_id, sum(amount) AS amount FROM orphaned GROUP BY tenant_id)
+         UPDATE tenants SET reserved = reserved - per_tenant.amount FROM per_tenant WHERE tenants.id = per_tenant.tenant_id",
+    )
+    .bind(stale_after_ms as f64)
+    .execute(db)
+    .await?;
+    Ok(done.rows_affected())
+}
