@@ -110,7 +110,8 @@ async fn main() {
                 "model": args.model, "messages": messages, "temperature": 0, "max_tokens": 96,
                 "response_format": {"type": "json_schema", "json_schema": {"name": "eval", "schema": case.schema}}
             });
-            let body: Value = client.post(format!("{}/v1/chat/completions", args.worker)).json(&req).send().await.unwrap().json().await.unwrap();
+            let body: Value =
+                client.post(format!("{}/v1/chat/completions", args.worker)).json(&req).send().await.unwrap().json().await.unwrap();
             let content = body["choices"][0]["message"]["content"].as_str().unwrap_or("{}");
             let answer: Value = serde_json::from_str(content).unwrap_or(json!({}));
             totals[i].2 += body["usage"]["prompt_tokens"].as_u64().unwrap_or(0);

@@ -89,7 +89,12 @@ async fn housekeeping(db: sqlx::PgPool, limits: crate::config::LimitArgs) {
 /// Every `--replica-heartbeat-ms`: refresh this replica's row, and release the credit holds of replicas
 /// silent for `--replica-timeout-ms` (a killed gateway's requests will never settle). Every replica runs
 /// it; the statement is safe to run concurrently. Ends when `stop` fires (graceful shutdown).
-async fn replica_heartbeat(db: sqlx::PgPool, replica: uuid::Uuid, limits: crate::config::LimitArgs, mut stop: tokio::sync::oneshot::Receiver<()>) {
+async fn replica_heartbeat(
+    db: sqlx::PgPool,
+    replica: uuid::Uuid,
+    limits: crate::config::LimitArgs,
+    mut stop: tokio::sync::oneshot::Receiver<()>,
+) {
     let mut tick = tokio::time::interval(std::time::Duration::from_millis(limits.replica_heartbeat_ms));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let timeout_ms = i64::try_from(limits.replica_timeout_ms).unwrap_or(i64::MAX);

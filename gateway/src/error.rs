@@ -85,9 +85,11 @@ impl ApiError {
             Self::ModelNotFound(_) | Self::NoRoute => StatusCode::NOT_FOUND,
             Self::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             Self::BodyTimeout(_) => StatusCode::REQUEST_TIMEOUT,
-            Self::NoReadyWorker(_) | Self::WorkersBusy(_) | Self::LedgerUnavailable | Self::RateLimiterUnavailable | Self::AdminDisabled => {
-                StatusCode::SERVICE_UNAVAILABLE
-            }
+            Self::NoReadyWorker(_)
+            | Self::WorkersBusy(_)
+            | Self::LedgerUnavailable
+            | Self::RateLimiterUnavailable
+            | Self::AdminDisabled => StatusCode::SERVICE_UNAVAILABLE,
             Self::UpstreamFailed(_) => StatusCode::BAD_GATEWAY,
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -187,7 +189,11 @@ impl From<sqlx::Error> for ApiError {
             Self::LedgerUnavailable
         } else if is_nul_in_text(&e) {
             // Postgres text cannot hold U+0000; only client text (a name, a note, an id) ever carries it.
-            Self::InvalidRequest { message: "text must not contain NUL (U+0000) characters".into(), param: None, code: "invalid_request_error" }
+            Self::InvalidRequest {
+                message: "text must not contain NUL (U+0000) characters".into(),
+                param: None,
+                code: "invalid_request_error",
+            }
         } else {
             Self::Internal(e.to_string())
         }

@@ -104,8 +104,8 @@ async fn settle(state: AppState, claim: Claim, response: Response) -> Response {
     let headers = response.headers();
     let content_type = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("").to_owned();
     let request_id = headers.get("x-request-id").and_then(|v| v.to_str().ok()).unwrap_or("").to_owned();
-    let retry_may_differ = status.is_server_error()
-        || matches!(status, StatusCode::PAYMENT_REQUIRED | StatusCode::CONFLICT | StatusCode::TOO_MANY_REQUESTS);
+    let retry_may_differ =
+        status.is_server_error() || matches!(status, StatusCode::PAYMENT_REQUIRED | StatusCode::CONFLICT | StatusCode::TOO_MANY_REQUESTS);
     if retry_may_differ {
         release(&state, &claim).await;
         return response;

@@ -33,9 +33,17 @@ async fn main() -> anyhow::Result<()> {
             let tenant_id = db::tenants::ensure(&pool, &tenant).await?;
             let (key, public_id, hash) = auth::generate();
             let mut tx = pool.begin().await?;
-            let info = db::keys::insert(&mut tx, tenant_id, &public_id, &hash, &db::keys::NewKey { name: &name, ..Default::default() }).await?;
+            let info =
+                db::keys::insert(&mut tx, tenant_id, &public_id, &hash, &db::keys::NewKey { name: &name, ..Default::default() }).await?;
             let after = serde_json::to_value(&info).ok();
-            let entry = db::audit::Change { actor: CLI_ACTOR, action: "key.create", target_type: "api_key", target_id: info.id.to_string(), before: None, after };
+            let entry = db::audit::Change {
+                actor: CLI_ACTOR,
+                action: "key.create",
+                target_type: "api_key",
+                target_id: info.id.to_string(),
+                before: None,
+                after,
+            };
             db::audit::append(&mut tx, entry).await?;
             tx.commit().await?;
             // The only time the secret is shown.
@@ -46,9 +54,18 @@ async fn main() -> anyhow::Result<()> {
             let pool = db::connect(&args).await?;
             let tenant_id = db::tenants::ensure(&pool, &tenant).await?;
             let mut tx = pool.begin().await?;
-            let (entry, after) = db::credits::grant(&mut tx, tenant_id, amount, CLI_ACTOR, &note).await?.ok_or_else(|| anyhow::anyhow!("tenant vanished"))?;
+            let (entry, after) = db::credits::grant(&mut tx, tenant_id, amount, CLI_ACTOR, &note)
+                .await?
+                .ok_or_else(|| anyhow::anyhow!("tenant vanished"))?;
             let after_json = serde_json::json!({"balance": after.balance.normalize().to_string(), "grant": {"ledger_entry": entry, "amount": amount.normalize().to_string(), "note": note}});
-            let change = db::audit::Change { actor: CLI_ACTOR, action: "credits.grant", target_type: "tenant", target_id: tenant_id.to_string(), before: None, after: Some(after_json) };
+            let change = db::audit::Change {
+                actor: CLI_ACTOR,
+                action: "credits.grant",
+                target_type: "tenant",
+                target_id: tenant_id.to_string(),
+                before: None,
+                after: Some(after_json),
+            };
             db::audit::append(&mut tx, change).await?;
             tx.commit().await?;
             println!("tenant {tenant}: balance {}", after.balance.normalize());

@@ -13,8 +13,8 @@ use axum::extract::{MatchedPath, Request, State};
 use axum::http::header;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use rust_decimal::Decimal;
 use runaii_wire::metrics::{write_gauge, Counters, Histograms, LATENCY_BUCKETS};
+use rust_decimal::Decimal;
 
 use crate::db::costs::CostRecord;
 use crate::state::AppState;

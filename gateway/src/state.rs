@@ -35,10 +35,7 @@ impl AppState {
     pub async fn new(settings: Settings) -> anyhow::Result<Self> {
         let admin = Verifier::from_args(&settings.admin)?.map(Arc::new);
         let db = crate::db::connect(&settings.db).await?;
-        let http = reqwest::Client::builder()
-            .connect_timeout(Duration::from_secs(2))
-            .pool_idle_timeout(Duration::from_secs(30))
-            .build()?;
+        let http = reqwest::Client::builder().connect_timeout(Duration::from_secs(2)).pool_idle_timeout(Duration::from_secs(30)).build()?;
         let redis = Arc::new(RedisLink::new(&settings.redis_url).await?);
         let secrets = settings.workers.secrets()?;
         Ok(Self {

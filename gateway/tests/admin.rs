@@ -15,7 +15,8 @@ fn tiny() -> Value {
 }
 
 fn signed(secret: &str, claims: &Value) -> String {
-    jsonwebtoken::encode(&jsonwebtoken::Header::default(), claims, &jsonwebtoken::EncodingKey::from_secret(secret.as_bytes()).unwrap()).unwrap()
+    jsonwebtoken::encode(&jsonwebtoken::Header::default(), claims, &jsonwebtoken::EncodingKey::from_secret(secret.as_bytes()).unwrap())
+        .unwrap()
 }
 
 #[tokio::test]
@@ -98,7 +99,13 @@ async fn admins_run_tenants_keys_and_credits_and_finance_reconciles_to_the_digit
         app.admin(Method::GET, &format!("/admin/v1/cost-records?tenant_id={tid}&limit=2&cursor={cursor}"), &finance, None).await;
     assert_eq!(page2["data"].as_array().unwrap().len(), 1);
     assert_eq!(page2["has_more"], false);
-    let ids: Vec<&str> = page1["data"].as_array().unwrap().iter().chain(page2["data"].as_array().unwrap()).map(|r| r["request_id"].as_str().unwrap()).collect();
+    let ids: Vec<&str> = page1["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .chain(page2["data"].as_array().unwrap())
+        .map(|r| r["request_id"].as_str().unwrap())
+        .collect();
     assert_eq!(ids.len(), 3);
     assert!(ids.windows(2).all(|w| w[0] != w[1]));
 
@@ -112,7 +119,8 @@ async fn admins_run_tenants_keys_and_credits_and_finance_reconciles_to_the_digit
     let csv = csv.text().await.unwrap();
     let mut lines = csv.lines();
     let header: Vec<&str> = lines.next().unwrap().split(',').collect();
-    let (tenant_col, cost_col) = (header.iter().position(|h| *h == "tenant_id").unwrap(), header.iter().position(|h| *h == "cost").unwrap());
+    let (tenant_col, cost_col) =
+        (header.iter().position(|h| *h == "tenant_id").unwrap(), header.iter().position(|h| *h == "cost").unwrap());
     let mut per_tenant: std::collections::HashMap<String, Decimal> = std::collections::HashMap::new();
     for line in lines {
         let fields: Vec<&str> = line.split(',').collect();
@@ -132,7 +140,8 @@ async fn admins_run_tenants_keys_and_credits_and_finance_reconciles_to_the_digit
     // The credit ledger explains the balance.
     let (_, tenant_now) = app.admin(Method::GET, &format!("/admin/v1/tenants/{tid}"), &finance, None).await;
     let (_, ledger) = app.admin(Method::GET, &format!("/admin/v1/tenants/{tid}/credit-ledger"), &finance, None).await;
-    let ledger_sum: Decimal = ledger["data"].as_array().unwrap().iter().map(|e| e["amount"].as_str().unwrap().parse::<Decimal>().unwrap()).sum();
+    let ledger_sum: Decimal =
+        ledger["data"].as_array().unwrap().iter().map(|e| e["amount"].as_str().unwrap().parse::<Decimal>().unwrap()).sum();
     assert_eq!(tenant_now["balance"].as_str().unwrap().parse::<Decimal>().unwrap(), ledger_sum);
     assert_eq!(ledger_sum, "0.5".parse::<Decimal>().unwrap() - told);
 
@@ -168,14 +177,28 @@ async fn ops_run_the_catalog_and_changes_are_audited() {
     assert_eq!(ours["is_ready"], true);
     assert_eq!(ours["workers"].as_array().unwrap().len(), 1);
 
-    let created = post(&app, &ops, "/admin/v1/models", json!({"id": "org/new-model", "context_length": 2048, "input_price_per_mtok": "1.5", "output_price_per_mtok": "2"})).await;
+    let created = post(
+        &app,
+        &ops,
+        "/admin/v1/models",
+        json!({"id": "org/new-model", "context_length": 2048, "input_price_per_mtok": "1.5", "output_price_per_mtok": "2"}),
+    )
+    .await;
     assert_eq!(created["input_price_per_mtok"].as_str().unwrap().parse::<Decimal>().unwrap(), "1.5".parse::<Decimal>().unwrap());
-    let (status, bad) = app.admin(Method::POST, "/admin/v1/models", &ops, Some(&json!({"id": "x", "context_length": 0, "input_price_per_mtok": "1", "output_price_per_mtok": "1"}))).await;
+    let (status, bad) = app
+        .admin(
+            Method::POST,
+            "/admin/v1/models",
+            &ops,
+            Some(&json!({"id": "x", "context_length": 0, "input_price_per_mtok": "1", "output_price_per_mtok": "1"})),
+        )
+        .await;
     assert_eq!(status, 400, "a zero context is refused: {bad}");
     assert_eq!(bad["error"]["param"], "context_length");
 
     // A price change applies to the next request; disabling hides and refuses the model.
-    let (status, _) = app.admin(Method::PATCH, &format!("/admin/v1/models/{MODEL}"), &ops, Some(&json!({"output_price_per_mtok": "3"}))).await;
+    let (status, _) =
+        app.admin(Method::PATCH, &format!("/admin/v1/models/{MODEL}"), &ops, Some(&json!({"output_price_per_mtok": "3"}))).await;
     assert_eq!(status, 200);
     let (_, body, _) = app.post_json("/v1/chat/completions", &tiny()).await;
     let (input, output) = (body["usage"]["prompt_tokens"].as_u64().unwrap(), body["usage"]["completion_tokens"].as_u64().unwrap());
@@ -219,7 +242,8 @@ async fn tenants_never_see_each_others_records_or_private_models() {
     assert_eq!(status, 404);
     let (status, _) = app.admin(Method::GET, &format!("/admin/v1/tenants/{other_id}"), &confined, None).await;
     assert_eq!(status, 404);
-    let (status, _) = app.admin(Method::POST, &format!("/admin/v1/tenants/{other_id}/credits"), &confined, Some(&json!({"amount": "5"}))).await;
+    let (status, _) =
+        app.admin(Method::POST, &format!("/admin/v1/tenants/{other_id}/credits"), &confined, Some(&json!({"amount": "5"}))).await;
     assert_eq!(status, 403, "nor grant it credit (a confined token grants none at all)");
     let (_, tenants) = app.admin(Method::GET, "/admin/v1/tenants", &confined, None).await;
     assert_eq!(tenants["data"].as_array().unwrap().len(), 1);
@@ -235,7 +259,8 @@ async fn tenants_never_see_each_others_records_or_private_models() {
     let listed = |key: String| {
         let base = app.base.clone();
         async move {
-            let list: Value = common::client().get(format!("{base}/v1/models")).bearer_auth(key).send().await.unwrap().json().await.unwrap();
+            let list: Value =
+                common::client().get(format!("{base}/v1/models")).bearer_auth(key).send().await.unwrap().json().await.unwrap();
             list["data"].as_array().unwrap().iter().map(|m| m["id"].as_str().unwrap().to_owned()).collect::<Vec<_>>()
         }
     };
@@ -289,20 +314,20 @@ async fn confined_tokens_never_mint_credit_change_access_or_touch_the_catalog() 
     }
     // An unconfined finance token reads the books but cannot write them.
     let finance = admin_token(&["finance"], None);
-    let (status, answer) = app.admin(Method::POST, &format!("/admin/v1/tenants/{own}/credits"), &finance, Some(&json!({"amount": "1"}))).await;
+    let (status, answer) =
+        app.admin(Method::POST, &format!("/admin/v1/tenants/{own}/credits"), &finance, Some(&json!({"amount": "1"}))).await;
     assert_eq!(status, 403, "{answer}");
 
     assert_eq!(balance(own).await, own_before, "no credit was minted");
     assert_eq!(balance(other_id).await, other_before);
     let audit: i64 = sqlx::query_scalar("SELECT count(*) FROM audit_log").fetch_one(&app.db).await.unwrap();
     assert_eq!(audit, 0, "nothing changed, so nothing was audited");
-    let catalog: (Decimal, i64) = sqlx::query_as(
-        "SELECT output_price_per_mtok, (SELECT count(*) FROM model_workers WHERE model_id = $1) FROM models WHERE id = $1",
-    )
-    .bind(MODEL)
-    .fetch_one(&app.db)
-    .await
-    .unwrap();
+    let catalog: (Decimal, i64) =
+        sqlx::query_as("SELECT output_price_per_mtok, (SELECT count(*) FROM model_workers WHERE model_id = $1) FROM models WHERE id = $1")
+            .bind(MODEL)
+            .fetch_one(&app.db)
+            .await
+            .unwrap();
     assert_eq!(catalog, ("0.30".parse().unwrap(), 1), "the catalog is untouched");
     let access: i64 = sqlx::query_scalar("SELECT count(*) FROM model_access").fetch_one(&app.db).await.unwrap();
     assert_eq!(access, 0);
@@ -316,7 +341,8 @@ async fn confined_tokens_never_mint_credit_change_access_or_touch_the_catalog() 
     assert_eq!(status, 404, "another tenant does not exist for it");
     // And an unconfined admin mints credit.
     let admin = admin_token(&["admin"], None);
-    let (status, granted) = app.admin(Method::POST, &format!("/admin/v1/tenants/{own}/credits"), &admin, Some(&json!({"amount": "1"}))).await;
+    let (status, granted) =
+        app.admin(Method::POST, &format!("/admin/v1/tenants/{own}/credits"), &admin, Some(&json!({"amount": "1"}))).await;
     assert_eq!(status, 200, "{granted}");
 }
 
@@ -326,7 +352,8 @@ async fn confined_tokens_never_mint_credit_change_access_or_touch_the_catalog() 
 #[tokio::test]
 async fn a_large_csv_export_is_streamed_and_exact() {
     let app = spawn_app().await;
-    let key_id: uuid::Uuid = sqlx::query_scalar("SELECT id FROM api_keys WHERE tenant_id = $1").bind(app.tenant_id).fetch_one(&app.db).await.unwrap();
+    let key_id: uuid::Uuid =
+        sqlx::query_scalar("SELECT id FROM api_keys WHERE tenant_id = $1").bind(app.tenant_id).fetch_one(&app.db).await.unwrap();
     const ROWS: i64 = 5500;
     sqlx::query(
         "INSERT INTO cost_records (request_id, tenant_id, api_key_id, model, endpoint, input_tokens, output_tokens, cost, status,

@@ -32,7 +32,8 @@ async fn missing_wrong_and_revoked_keys_get_401_without_echo() {
 
     // A revoked key stops working within the cache TTL (300 ms in tests).
     let public_id = app.key.split('-').nth(1).unwrap();
-    let key_id: uuid::Uuid = sqlx::query_scalar("SELECT id FROM api_keys WHERE public_id = $1").bind(public_id).fetch_one(&app.db).await.unwrap();
+    let key_id: uuid::Uuid =
+        sqlx::query_scalar("SELECT id FROM api_keys WHERE public_id = $1").bind(public_id).fetch_one(&app.db).await.unwrap();
     let mut conn = app.db.acquire().await.unwrap();
     runaii_gateway::db::keys::revoke(&mut conn, key_id).await.unwrap();
     tokio::time::sleep(Duration::from_millis(400)).await;

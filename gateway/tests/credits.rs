@@ -47,8 +47,11 @@ async fn concurrent_requests_never_overdraw_and_the_ledger_explains_the_balance(
 
     let (balance, reserved): (Decimal, Decimal) =
         sqlx::query_as("SELECT balance, reserved FROM tenants WHERE id = $1").bind(tenant_id).fetch_one(&app.db).await.unwrap();
-    let (records, spent): (i64, Option<Decimal>) =
-        sqlx::query_as("SELECT count(*), sum(cost) FROM cost_records WHERE tenant_id = $1").bind(tenant_id).fetch_one(&app.db).await.unwrap();
+    let (records, spent): (i64, Option<Decimal>) = sqlx::query_as("SELECT count(*), sum(cost) FROM cost_records WHERE tenant_id = $1")
+        .bind(tenant_id)
+        .fetch_one(&app.db)
+        .await
+        .unwrap();
     let ledger: Decimal =
         sqlx::query_scalar("SELECT sum(amount) FROM credit_ledger WHERE tenant_id = $1").bind(tenant_id).fetch_one(&app.db).await.unwrap();
     let holds: i64 = sqlx::query_scalar("SELECT count(*) FROM credit_holds").fetch_one(&app.db).await.unwrap();
@@ -61,7 +64,8 @@ async fn concurrent_requests_never_overdraw_and_the_ledger_explains_the_balance(
     // What each answer said it cost is what its record holds.
     for (_, _, body) in results.iter().filter(|r| r.0 == 200) {
         let id = body["id"].as_str().unwrap();
-        let cost: Decimal = sqlx::query_scalar("SELECT cost FROM cost_records WHERE request_id = $1").bind(id).fetch_one(&app.db).await.unwrap();
+        let cost: Decimal =
+            sqlx::query_scalar("SELECT cost FROM cost_records WHERE request_id = $1").bind(id).fetch_one(&app.db).await.unwrap();
         let said: Decimal = serde_json::to_string(&body["usage"]["cost"]).unwrap().parse().unwrap();
         assert_eq!(said, cost.normalize());
     }
@@ -80,15 +84,8 @@ async fn a_tenant_without_credit_gets_402_and_pays_nothing() {
     assert!(app.cost_rows().await.is_empty());
 
     // The key's holder sees its own balance and month, and nobody else's.
-    let account: Value = common::client()
-        .get(format!("{}/v1/account", app.base))
-        .bearer_auth(&key)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let account: Value =
+        common::client().get(format!("{}/v1/account", app.base)).bearer_auth(&key).send().await.unwrap().json().await.unwrap();
     assert_eq!(account["tenant"]["name"], "broke");
     assert_eq!(account["balance"], "0");
     assert_eq!(account["usage"]["requests"], 0);
@@ -119,7 +116,9 @@ async fn money_tables_are_append_only() {
         .execute(&app.db)
         .await
         .unwrap();
-    for sql in ["UPDATE cost_records SET cost = 0", "DELETE FROM cost_records", "DELETE FROM credit_ledger", "UPDATE audit_log SET actor = 'x'"] {
+    for sql in
+        ["UPDATE cost_records SET cost = 0", "DELETE FROM cost_records", "DELETE FROM credit_ledger", "UPDATE audit_log SET actor = 'x'"]
+    {
         let err = sqlx::query(sql).execute(&app.db).await.expect_err(sql);
         assert!(err.to_string().contains("append-only"), "{sql}: {err}");
     }

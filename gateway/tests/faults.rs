@@ -56,13 +56,7 @@ async fn worker_killed_mid_stream_bills_what_was_delivered_and_traffic_moves_on(
 
     let mut request = runaii_testkit::long_answer_request(400, 600, true);
     request["model"] = json!(model);
-    let response = client()
-        .post(format!("{}/v1/chat/completions", app.base))
-        .bearer_auth(&app.key)
-        .json(&request)
-        .send()
-        .await
-        .unwrap();
+    let response = client().post(format!("{}/v1/chat/completions", app.base)).bearer_auth(&app.key).json(&request).send().await.unwrap();
     assert_eq!(response.status(), 200);
     let mut body = response.bytes_stream();
     let mut text = String::new();
@@ -90,15 +84,23 @@ async fn worker_killed_mid_stream_bills_what_was_delivered_and_traffic_moves_on(
     let delivered = i32::try_from(delivered).unwrap();
     assert!(output_tokens >= delivered && output_tokens < 600, "billed {output_tokens} tokens, {delivered} chunks delivered");
     assert_eq!(cost, price(input_tokens, output_tokens));
-    assert_eq!(balance(&app).await, TEST_CREDIT.parse::<Decimal>().unwrap() - cost, "the hold is released, only the delivered tokens are paid");
+    assert_eq!(
+        balance(&app).await,
+        TEST_CREDIT.parse::<Decimal>().unwrap() - cost,
+        "the hold is released, only the delivered tokens are paid"
+    );
 
     wait_until_ready(&app.base, &model, false, Duration::from_secs(15)).await;
-    let (status, body, _) = app.post_json("/v1/chat/completions", &json!({"model": model, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4})).await;
+    let (status, body, _) = app
+        .post_json("/v1/chat/completions", &json!({"model": model, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}))
+        .await;
     assert_eq!((status, body["error"]["code"].as_str()), (503, Some("model_unavailable")), "{body}");
 
     let _survivor = start_worker(&announce);
     wait_until_ready(&app.base, &model, true, Duration::from_secs(30)).await;
-    let (status, body, _) = app.post_json("/v1/chat/completions", &json!({"model": model, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4})).await;
+    let (status, body, _) = app
+        .post_json("/v1/chat/completions", &json!({"model": model, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}))
+        .await;
     assert_eq!(status, 200, "the live worker serves: {body}");
 }
 
@@ -156,7 +158,11 @@ impl Drop for PrivatePostgres {
     fn drop(&mut self) {
         let _ = Command::new(self.bin.join("pg_ctl")).args(["-D", self.dir.to_str().unwrap(), "-m", "immediate", "stop"]).output();
         if running_as_root() {
-            let _ = Command::new("runuser").args(["-u", "postgres", "--"]).arg(self.bin.join("pg_ctl")).args(["-D", self.dir.to_str().unwrap(), "-m", "immediate", "stop"]).output();
+            let _ = Command::new("runuser")
+                .args(["-u", "postgres", "--"])
+                .arg(self.bin.join("pg_ctl"))
+                .args(["-D", self.dir.to_str().unwrap(), "-m", "immediate", "stop"])
+                .output();
         }
         let _ = std::fs::remove_dir_all(&self.dir);
     }
@@ -319,7 +325,11 @@ async fn schema_bombs_get_a_fast_400_and_leave_the_worker_serving() {
     tools_bomb["tools"][0]["function"]["parameters"] = json!({"type": "object", "properties": {"x": nested_any_of(15)}});
     let cases = [
         ("exponential anyOf", with_schema(nested_any_of(15)), "schema_too_complex"),
-        ("minItems 1e9", with_schema(json!({"type": "array", "items": {"type": "integer"}, "minItems": 1_000_000_000})), "schema_too_complex"),
+        (
+            "minItems 1e9",
+            with_schema(json!({"type": "array", "items": {"type": "integer"}, "minItems": 1_000_000_000})),
+            "schema_too_complex",
+        ),
         ("minLength 1e9", with_schema(json!({"type": "string", "minLength": 1_000_000_000})), "schema_too_complex"),
         ("huge enum", with_schema(json!({"enum": enum_values})), "schema_too_complex"),
         ("allOf of anyOf", with_schema(json!({"allOf": all_of_any_of})), "upstream_rejected"),
@@ -336,7 +346,9 @@ async fn schema_bombs_get_a_fast_400_and_leave_the_worker_serving() {
 
     // 10,000 levels of nesting, as raw text: refused by the JSON parser's depth limit.
     let deep = format!("{}{}", "{\"items\":".repeat(10_000), "}".repeat(10_000));
-    let raw = format!(r#"{{"model":"{MODEL}","messages":[{{"role":"user","content":"x"}}],"response_format":{{"type":"json_schema","json_schema":{{"name":"deep","schema":{deep}}}}}}}"#);
+    let raw = format!(
+        r#"{{"model":"{MODEL}","messages":[{{"role":"user","content":"x"}}],"response_format":{{"type":"json_schema","json_schema":{{"name":"deep","schema":{deep}}}}}}}"#
+    );
     let started = Instant::now();
     let response = client()
         .post(format!("{}/v1/chat/completions", app.base))

@@ -9,9 +9,9 @@ mod common;
 
 use common::{admin_token, spawn_app, MODEL};
 use reqwest::Method;
-use rust_decimal::Decimal;
 use runaii_gateway::billing::{worst_case_cost, worst_case_tokens};
 use runaii_gateway::db::costs::{self, CostRecord};
+use rust_decimal::Decimal;
 use serde_json::{json, Value};
 
 fn tool(description: &str) -> Value {
@@ -27,7 +27,10 @@ async fn assert_within_hold(app: &common::TestApp, what: &str, body: &Value) {
     let (status, answer, _) = app.post_json("/v1/chat/completions", body).await;
     assert_eq!(status, 200, "{what}: {answer}");
     let prompt_tokens = answer["usage"]["prompt_tokens"].as_u64().unwrap();
-    assert!(prompt_tokens <= u64::from(prompt_bound), "{what}: the worker counted {prompt_tokens} prompt tokens, the hold assumed at most {prompt_bound}");
+    assert!(
+        prompt_tokens <= u64::from(prompt_bound),
+        "{what}: the worker counted {prompt_tokens} prompt tokens, the hold assumed at most {prompt_bound}"
+    );
     let (cost, shortfall): (Decimal, Decimal) = sqlx::query_as("SELECT cost, shortfall FROM cost_records WHERE request_id = $1")
         .bind(answer["id"].as_str().unwrap())
         .fetch_one(&app.db)
@@ -70,7 +73,8 @@ async fn a_cost_above_the_hold_is_recorded_with_its_shortfall() {
     let tenant = "nearly-broke";
     common::create_key(&app.db, tenant).await;
     let tenant_id = common::grant(&app.db, tenant, "0.001").await;
-    let key_id: uuid::Uuid = sqlx::query_scalar("SELECT id FROM api_keys WHERE tenant_id = $1").bind(tenant_id).fetch_one(&app.db).await.unwrap();
+    let key_id: uuid::Uuid =
+        sqlx::query_scalar("SELECT id FROM api_keys WHERE tenant_id = $1").bind(tenant_id).fetch_one(&app.db).await.unwrap();
     // The holds name the live gateway, as its own would: a hold of a replica without a live row is released.
     let replica: uuid::Uuid = sqlx::query_scalar("SELECT id FROM gateway_replicas").fetch_one(&app.db).await.unwrap();
     let d = |s: &str| s.parse::<Decimal>().unwrap();
@@ -103,8 +107,11 @@ async fn a_cost_above_the_hold_is_recorded_with_its_shortfall() {
     // balance = grants − Σ (cost − shortfall), and the ledger's sum is the balance.
     let (balance, reserved): (Decimal, Decimal) =
         sqlx::query_as("SELECT balance, reserved FROM tenants WHERE id = $1").bind(tenant_id).fetch_one(&app.db).await.unwrap();
-    let (cost, shortfall): (Decimal, Decimal) =
-        sqlx::query_as("SELECT sum(cost), sum(shortfall) FROM cost_records WHERE tenant_id = $1").bind(tenant_id).fetch_one(&app.db).await.unwrap();
+    let (cost, shortfall): (Decimal, Decimal) = sqlx::query_as("SELECT sum(cost), sum(shortfall) FROM cost_records WHERE tenant_id = $1")
+        .bind(tenant_id)
+        .fetch_one(&app.db)
+        .await
+        .unwrap();
     let ledger: Decimal =
         sqlx::query_scalar("SELECT sum(amount) FROM credit_ledger WHERE tenant_id = $1").bind(tenant_id).fetch_one(&app.db).await.unwrap();
     assert_eq!((cost, shortfall), (d("0.0021"), d("0.0015")));
@@ -131,6 +138,7 @@ async fn a_cost_above_the_hold_is_recorded_with_its_shortfall() {
     let line = csv.lines().find(|l| l.starts_with("req-over,")).unwrap();
     assert_eq!(line.split(',').nth(column), Some("0.0015"));
     let month = chrono::Utc::now().format("%Y-%m").to_string();
-    let (_, totals) = app.admin(Method::GET, &format!("/admin/v1/monthly-totals?month={month}&tenant_id={tenant_id}"), &finance, None).await;
+    let (_, totals) =
+        app.admin(Method::GET, &format!("/admin/v1/monthly-totals?month={month}&tenant_id={tenant_id}"), &finance, None).await;
     assert_eq!((totals["data"][0]["cost"].as_str(), totals["data"][0]["shortfall"].as_str()), (Some("0.0021"), Some("0.0015")), "{totals}");
 }

@@ -6,8 +6,8 @@
 mod common;
 
 use common::{client, spawn_app, MODEL};
-use rust_decimal::Decimal;
 use runaii_testkit::{sse_data, weather_request, weather_tool};
+use rust_decimal::Decimal;
 use serde_json::{json, Value};
 
 fn weather_messages(tool_choice: Value, stream: bool) -> Value {
@@ -67,7 +67,15 @@ async fn a_tool_round_trip_in_the_messages_dialect_is_metered_per_round() {
 #[tokio::test]
 async fn streamed_messages_follow_anthropics_event_order() {
     let app = spawn_app().await;
-    let text = post_messages(&app, &weather_messages(json!({"type": "tool", "name": "get_weather", "disable_parallel_tool_use": true}), true), true).await.text().await.unwrap();
+    let text = post_messages(
+        &app,
+        &weather_messages(json!({"type": "tool", "name": "get_weather", "disable_parallel_tool_use": true}), true),
+        true,
+    )
+    .await
+    .text()
+    .await
+    .unwrap();
     let kinds: Vec<&str> = text.split("\n\n").filter_map(|e| e.lines().next()?.strip_prefix("event: ")).collect();
     assert_eq!(kinds.first(), Some(&"message_start"), "{text}");
     assert_eq!(&kinds[kinds.len() - 2..], ["message_delta", "message_stop"]);

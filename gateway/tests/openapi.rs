@@ -35,7 +35,11 @@ fn committed_document_is_current() {
     }
     let on_disk = std::fs::read_to_string(&path).unwrap_or_default();
     if on_disk != generated {
-        let line = on_disk.lines().zip(generated.lines()).position(|(a, b)| a != b).unwrap_or_else(|| on_disk.lines().count().min(generated.lines().count()));
+        let line = on_disk
+            .lines()
+            .zip(generated.lines())
+            .position(|(a, b)| a != b)
+            .unwrap_or_else(|| on_disk.lines().count().min(generated.lines().count()));
         panic!(
             "openapi/openapi.json is stale: the code generates another document (first difference at line {}: \
              committed {:?}, generated {:?}).\nRegenerate and commit it: \
@@ -100,7 +104,8 @@ impl Spec {
             "components": self.doc["components"],
             "allOf": [schema],
         });
-        let validator = jsonschema::options().should_validate_formats(true).build(&root).unwrap_or_else(|e| panic!("{what}: bad schema: {e}"));
+        let validator =
+            jsonschema::options().should_validate_formats(true).build(&root).unwrap_or_else(|e| panic!("{what}: bad schema: {e}"));
         let errors: Vec<String> = validator.iter_errors(instance).map(|e| format!("{} at {}", e, e.instance_path())).collect();
         assert!(errors.is_empty(), "{what}: the answer does not match the document:\n{}\nanswer: {instance}", errors.join("\n"));
     }
@@ -356,10 +361,15 @@ async fn admin_routes(app: &TestApp, spec: &Spec) {
     Call::new(M::GET, "/admin/v1/tenants/{id}", format!("/admin/v1/tenants/{tenant}"), bearer(&all)).expect(app, spec, 200).await;
     let nobody = uuid::Uuid::now_v7();
     Call::new(M::GET, "/admin/v1/tenants/{id}", format!("/admin/v1/tenants/{nobody}"), bearer(&all)).expect(app, spec, 404).await;
-    let (created, _) =
-        Call::new(M::POST, "/admin/v1/tenants", "/admin/v1/tenants", bearer(&all)).body(json!({"name": "openapi-new"})).expect(app, spec, 200).await;
+    let (created, _) = Call::new(M::POST, "/admin/v1/tenants", "/admin/v1/tenants", bearer(&all))
+        .body(json!({"name": "openapi-new"}))
+        .expect(app, spec, 200)
+        .await;
     let new_tenant = serde_json::from_str::<Value>(&created).unwrap()["id"].as_str().unwrap().to_owned();
-    Call::new(M::POST, "/admin/v1/tenants", "/admin/v1/tenants", bearer(&all)).body(json!({"name": "openapi-new"})).expect(app, spec, 409).await;
+    Call::new(M::POST, "/admin/v1/tenants", "/admin/v1/tenants", bearer(&all))
+        .body(json!({"name": "openapi-new"}))
+        .expect(app, spec, 409)
+        .await;
     Call::new(M::POST, "/admin/v1/tenants", "/admin/v1/tenants", bearer(&all)).body(json!({"title": "x"})).expect(app, spec, 400).await;
     let credits = "/admin/v1/tenants/{id}/credits";
     Call::new(M::POST, credits, format!("/admin/v1/tenants/{new_tenant}/credits"), bearer(&all))
@@ -379,7 +389,10 @@ async fn admin_routes(app: &TestApp, spec: &Spec) {
         .await;
     let key_id = serde_json::from_str::<Value>(&created).unwrap()["id"].as_str().unwrap().to_owned();
     let key_path = format!("/admin/v1/keys/{key_id}");
-    Call::new(M::PATCH, "/admin/v1/keys/{id}", key_path.clone(), bearer(&all)).body(json!({"rpm_limit": null})).expect(app, spec, 200).await;
+    Call::new(M::PATCH, "/admin/v1/keys/{id}", key_path.clone(), bearer(&all))
+        .body(json!({"rpm_limit": null}))
+        .expect(app, spec, 200)
+        .await;
     Call::new(M::DELETE, "/admin/v1/keys/{id}", key_path, bearer(&all)).expect(app, spec, 200).await;
     Call::new(M::DELETE, "/admin/v1/keys/{id}", format!("/admin/v1/keys/{nobody}"), bearer(&all)).expect(app, spec, 404).await;
 
@@ -440,7 +453,10 @@ async fn fuzz_findings_stay_fixed() {
         .body(json!({"amount": "1", "note": "\u{0}"}))
         .expect(&app, &spec, 400)
         .await;
-    Call::new(M::POST, "/admin/v1/tenants", "/admin/v1/tenants", bearer(&token)).body(json!({"name": "a\u{0}b"})).expect(&app, &spec, 400).await;
+    Call::new(M::POST, "/admin/v1/tenants", "/admin/v1/tenants", bearer(&token))
+        .body(json!({"name": "a\u{0}b"}))
+        .expect(&app, &spec, 400)
+        .await;
     Call::new(M::GET, "/v1/models/{id}", "/v1/models/a%00b", Auth::None).expect(&app, &spec, 400).await;
     let mut chat = tiny_chat();
     chat["model"] = json!("a\u{0}b");

@@ -51,12 +51,14 @@ async fn a_killed_replicas_holds_are_released_by_another_within_the_timeout() {
     let other = common::grant(&app.db, "other-tenant", "1").await;
     let d = |s: &str| s.parse::<Decimal>().unwrap();
     assert!(runaii_gateway::db::credits::hold(&app.db, other, "live-request", d("0.01"), live_replica).await.unwrap());
-    sqlx::query("WITH t AS (UPDATE tenants SET reserved = reserved + 0.02 WHERE id = $1 RETURNING id)
-                 INSERT INTO credit_holds (request_id, tenant_id, amount) SELECT 'legacy-request', id, 0.02 FROM t")
-        .bind(other)
-        .execute(&app.db)
-        .await
-        .unwrap();
+    sqlx::query(
+        "WITH t AS (UPDATE tenants SET reserved = reserved + 0.02 WHERE id = $1 RETURNING id)
+                 INSERT INTO credit_holds (request_id, tenant_id, amount) SELECT 'legacy-request', id, 0.02 FROM t",
+    )
+    .bind(other)
+    .execute(&app.db)
+    .await
+    .unwrap();
 
     // A second replica: the real binary, on the same database.
     let database = app.db.connect_options().get_database().unwrap().to_owned();
@@ -87,7 +89,11 @@ async fn a_killed_replicas_holds_are_released_by_another_within_the_timeout() {
     assert_eq!(stream.status(), 200);
     assert!(stream.chunk().await.unwrap().is_some(), "the stream started");
     let (holds, reserved): (i64, Decimal) =
-        sqlx::query_as("SELECT count(*), COALESCE(sum(amount), 0) FROM credit_holds WHERE replica_id = $1").bind(doomed_replica).fetch_one(&app.db).await.unwrap();
+        sqlx::query_as("SELECT count(*), COALESCE(sum(amount), 0) FROM credit_holds WHERE replica_id = $1")
+            .bind(doomed_replica)
+            .fetch_one(&app.db)
+            .await
+            .unwrap();
     assert_eq!(holds, 1, "the stream's hold names the replica that took it");
     let tenant_reserved = || async {
         sqlx::query_scalar::<_, Decimal>("SELECT reserved FROM tenants WHERE id = $1").bind(app.tenant_id).fetch_one(&app.db).await.unwrap()
@@ -101,20 +107,30 @@ async fn a_killed_replicas_holds_are_released_by_another_within_the_timeout() {
 
     // Released once its heartbeat is older than the timeout, on the live replica's next beat.
     loop {
-        let left: i64 = sqlx::query_scalar("SELECT count(*) FROM credit_holds WHERE replica_id = $1").bind(doomed_replica).fetch_one(&app.db).await.unwrap();
+        let left: i64 = sqlx::query_scalar("SELECT count(*) FROM credit_holds WHERE replica_id = $1")
+            .bind(doomed_replica)
+            .fetch_one(&app.db)
+            .await
+            .unwrap();
         if left == 0 {
             break;
         }
-        assert!(killed.elapsed() < Duration::from_millis(TIMEOUT_MS + 3000), "the dead replica's hold is still there after {:?}", killed.elapsed());
+        assert!(
+            killed.elapsed() < Duration::from_millis(TIMEOUT_MS + 3000),
+            "the dead replica's hold is still there after {:?}",
+            killed.elapsed()
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert_eq!(tenant_reserved().await, Decimal::ZERO, "the tenant has its credit back");
     assert!(!replicas(&app.db).await.contains(&doomed_replica), "and the dead replica is forgotten");
 
     // Nothing else was touched: the live replica's hold, the legacy hold, the other tenant's reservation.
-    let survivors: Vec<String> = sqlx::query_scalar("SELECT request_id FROM credit_holds ORDER BY request_id").fetch_all(&app.db).await.unwrap();
+    let survivors: Vec<String> =
+        sqlx::query_scalar("SELECT request_id FROM credit_holds ORDER BY request_id").fetch_all(&app.db).await.unwrap();
     assert_eq!(survivors, ["legacy-request", "live-request"]);
-    let other_reserved: Decimal = sqlx::query_scalar("SELECT reserved FROM tenants WHERE id = $1").bind(other).fetch_one(&app.db).await.unwrap();
+    let other_reserved: Decimal =
+        sqlx::query_scalar("SELECT reserved FROM tenants WHERE id = $1").bind(other).fetch_one(&app.db).await.unwrap();
     assert_eq!(other_reserved, d("0.03"));
     assert_eq!(replicas(&app.db).await, [live_replica]);
 }

@@ -105,11 +105,20 @@ async fn a_worker_that_dies_is_not_named_to_the_customer() {
 /// the gateway routes to it.
 async fn configure_worker(app: &common::TestApp, model: &str, url: &str) {
     let token = common::admin_token(&["ops"], None);
-    let (status, body) = app.admin(reqwest::Method::PATCH, &format!("/admin/v1/models/{model}"), &token, Some(&json!({"workers": [url]}))).await;
+    let (status, body) =
+        app.admin(reqwest::Method::PATCH, &format!("/admin/v1/models/{model}"), &token, Some(&json!({"workers": [url]}))).await;
     assert_eq!(status, 200, "{body}");
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        let m: Value = common::client().get(format!("{}/v1/models/{model}", app.base)).bearer_auth(&app.key).send().await.unwrap().json().await.unwrap();
+        let m: Value = common::client()
+            .get(format!("{}/v1/models/{model}", app.base))
+            .bearer_auth(&app.key)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
         if m["is_ready"] == true {
             return;
         }
@@ -187,7 +196,9 @@ async fn the_registry_does_not_scan_redis_however_many_keys_it_holds() {
     let app = spawn_app().await;
     let scans_before = scan_calls(&mut redis).await;
     for _ in 0..10 {
-        let response = app.post("/v1/chat/completions", &json!({"model": MODEL, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 1})).await;
+        let response = app
+            .post("/v1/chat/completions", &json!({"model": MODEL, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 1}))
+            .await;
         assert_eq!(response.status(), 200);
         // Rate limiting did not fail open on a timed-out Redis: its headers are there.
         assert!(response.headers().contains_key("x-ratelimit-remaining-requests"), "rate limit headers missing: Redis timed out?");

@@ -150,7 +150,8 @@ fn check(change: &ModelChange) -> Result<(), ApiError> {
     // The catalog stores prices as NUMERIC(20, 10): refuse what it would round rather than round money.
     let prices = [("input_price_per_mtok", change.input_price_per_mtok), ("output_price_per_mtok", change.output_price_per_mtok)];
     for (param, price) in prices {
-        if price.is_some_and(|p| p.is_sign_negative() || p.normalize().scale() > 10 || p >= rust_decimal::Decimal::from(10_000_000_000u64)) {
+        if price.is_some_and(|p| p.is_sign_negative() || p.normalize().scale() > 10 || p >= rust_decimal::Decimal::from(10_000_000_000u64))
+        {
             return Err(ApiError::invalid("a price per million tokens is at least 0, below 10^10, with at most 10 decimals", param));
         }
     }

@@ -125,7 +125,14 @@ pub(super) async fn create(
     Ok(Json(after))
 }
 
-fn change<'a>(claims: &'a Claims, action: &'a str, target_type: &'a str, target_id: String, before: Option<Value>, after: Option<Value>) -> Change<'a> {
+fn change<'a>(
+    claims: &'a Claims,
+    action: &'a str,
+    target_type: &'a str,
+    target_id: String,
+    before: Option<Value>,
+    after: Option<Value>,
+) -> Change<'a> {
     Change { actor: &claims.sub, action, target_type, target_id, before, after }
 }
 
@@ -182,7 +189,8 @@ pub(super) async fn grant(
     let money = |b: credits::Balance| json!({"balance": b.balance.normalize().to_string(), "reserved": b.reserved.normalize().to_string()});
     let mut after_json = money(after);
     after_json["grant"] = json!({"ledger_entry": entry, "amount": grant.amount.normalize().to_string(), "note": grant.note});
-    audit::append(&mut tx, change(&claims, "credits.grant", "tenant", id.to_string(), Some(money(before)), Some(after_json.clone()))).await?;
+    audit::append(&mut tx, change(&claims, "credits.grant", "tenant", id.to_string(), Some(money(before)), Some(after_json.clone())))
+        .await?;
     tx.commit().await?;
     Ok(Json(after_json))
 }

@@ -15,13 +15,27 @@ use crate::ratelimit::Limiter;
 /// How a request ended, as the ledger records it.
 #[derive(Debug, Clone)]
 pub enum Outcome {
-    Succeeded { input_tokens: u32, output_tokens: u32 },
+    Succeeded {
+        input_tokens: u32,
+        output_tokens: u32,
+    },
     /// The client left mid-answer: billed for what was delivered.
-    Cancelled { input_tokens: u32, output_tokens: u32 },
+    Cancelled {
+        input_tokens: u32,
+        output_tokens: u32,
+    },
     /// The worker failed mid-answer: billed for what was delivered.
-    Failed { input_tokens: u32, output_tokens: u32, http_status: u16, error_code: Option<String> },
+    Failed {
+        input_tokens: u32,
+        output_tokens: u32,
+        http_status: u16,
+        error_code: Option<String>,
+    },
     /// Refused before any token: costs nothing.
-    Rejected { http_status: u16, error_code: Option<String> },
+    Rejected {
+        http_status: u16,
+        error_code: Option<String>,
+    },
 }
 
 impl Outcome {

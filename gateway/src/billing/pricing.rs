@@ -9,8 +9,7 @@ const MILLION: Decimal = Decimal::from_parts(1_000_000, 0, 0, false, 0);
 
 #[must_use]
 pub fn cost(model: &ModelRow, input_tokens: u32, output_tokens: u32) -> Decimal {
-    (Decimal::from(input_tokens) * model.input_price_per_mtok + Decimal::from(output_tokens) * model.output_price_per_mtok)
-        / MILLION
+    (Decimal::from(input_tokens) * model.input_price_per_mtok + Decimal::from(output_tokens) * model.output_price_per_mtok) / MILLION
 }
 
 /// Marks where the cost goes while the rest of the document is serialized. Model text can never

@@ -9,8 +9,8 @@ use std::time::Instant;
 
 use axum::http::{HeaderName, HeaderValue};
 use axum::response::{IntoResponse, Response};
-use rust_decimal::Decimal;
 use runaii_wire::{ChatCompletionRequest, ErrorBody};
+use rust_decimal::Decimal;
 use serde_json::{json, Value};
 use tracing::Instrument as _;
 
@@ -65,8 +65,7 @@ pub async fn prepare(
     endpoint: &'static str,
     request_id: String,
 ) -> Result<Prepared, ApiError> {
-    let request: ChatCompletionRequest =
-        serde_json::from_value(body.clone()).map_err(|e| ApiError::InvalidJson(e.to_string()))?;
+    let request: ChatCompletionRequest = serde_json::from_value(body.clone()).map_err(|e| ApiError::InvalidJson(e.to_string()))?;
     let model = models::find_visible(&state.db, &request.model, Some(caller.tenant_id))
         .await?
         .ok_or(ApiError::ModelNotFound(request.model.clone()))?;
@@ -136,21 +135,23 @@ pub async fn open(state: &AppState, prepared: Prepared) -> Result<(Ledger, Upstr
 /// As [`open`], or 503 when the cost record cannot be written (the answer is then not served).
 pub async fn finish_whole(state: &AppState, prepared: Prepared) -> Result<(Ledger, Value, Decimal), ApiError> {
     let state = state.clone();
-    let task = tokio::spawn(async move {
-        let sent = Instant::now();
-        let (ledger, upstream) = open(&state, prepared).await?;
-        let answer: Value = match upstream.response.json().await {
-            Ok(answer) => answer,
-            Err(e) => return Err(reject(&ledger, ApiError::UpstreamFailed(format!("unreadable answer: {e}"))).await),
-        };
-        let upstream_time = sent.elapsed();
-        let cost = ledger.record(Outcome::succeeded(&answer["usage"])).await?;
-        let metrics = crate::metrics::global();
-        metrics.worker_timings(&ledger.model.id, &answer["timings"]);
-        metrics.overhead(ledger.endpoint, ledger.started.elapsed(), upstream_time);
-        Ok((ledger, answer, cost))
-    }
-    .in_current_span());
+    let task = tokio::spawn(
+        async move {
+            let sent = Instant::now();
+            let (ledger, upstream) = open(&state, prepared).await?;
+            let answer: Value = match upstream.response.json().await {
+                Ok(answer) => answer,
+                Err(e) => return Err(reject(&ledger, ApiError::UpstreamFailed(format!("unreadable answer: {e}"))).await),
+            };
+            let upstream_time = sent.elapsed();
+            let cost = ledger.record(Outcome::succeeded(&answer["usage"])).await?;
+            let metrics = crate::metrics::global();
+            metrics.worker_timings(&ledger.model.id, &answer["timings"]);
+            metrics.overhead(ledger.endpoint, ledger.started.elapsed(), upstream_time);
+            Ok((ledger, answer, cost))
+        }
+        .in_current_span(),
+    );
     task.await.map_err(|e| ApiError::Internal(format!("completion task failed: {e}")))?
 }
 

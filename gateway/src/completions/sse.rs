@@ -43,11 +43,7 @@ where
     fn take_event(&mut self) -> Option<String> {
         while let Some(end) = self.buffer.find("\n\n") {
             let event: String = self.buffer.drain(..end + 2).collect();
-            let data: Vec<&str> = event
-                .lines()
-                .filter_map(|l| l.strip_prefix("data:"))
-                .map(|d| d.strip_prefix(' ').unwrap_or(d))
-                .collect();
+            let data: Vec<&str> = event.lines().filter_map(|l| l.strip_prefix("data:")).map(|d| d.strip_prefix(' ').unwrap_or(d)).collect();
             if !data.is_empty() {
                 return Some(data.join("\n"));
             }
@@ -62,10 +58,8 @@ mod tests {
 
     #[tokio::test]
     async fn splits_events_across_chunk_boundaries_and_skips_comments() {
-        let parts: Vec<Result<Bytes, std::io::Error>> = vec![
-            Ok(Bytes::from(": keep-alive\n\ndata: {\"a\"")),
-            Ok(Bytes::from(":1}\n\ndata:[DONE]\n\n")),
-        ];
+        let parts: Vec<Result<Bytes, std::io::Error>> =
+            vec![Ok(Bytes::from(": keep-alive\n\ndata: {\"a\"")), Ok(Bytes::from(":1}\n\ndata:[DONE]\n\n"))];
         let mut reader = SseReader::new(futures::stream::iter(parts));
         assert_eq!(reader.next_data().await.unwrap().as_deref(), Some("{\"a\":1}"));
         assert_eq!(reader.next_data().await.unwrap().as_deref(), Some("[DONE]"));

@@ -19,12 +19,10 @@ pub struct KeyRow {
 /// # Errors
 /// Database errors.
 pub async fn find(db: &PgPool, public_id: &str) -> Result<Option<KeyRow>, sqlx::Error> {
-    sqlx::query_as(
-        "SELECT id, tenant_id, secret_hash, expires_at, revoked_at, rpm_limit, tpm_limit FROM api_keys WHERE public_id = $1",
-    )
-    .bind(public_id)
-    .fetch_optional(db)
-    .await
+    sqlx::query_as("SELECT id, tenant_id, secret_hash, expires_at, revoked_at, rpm_limit, tpm_limit FROM api_keys WHERE public_id = $1")
+        .bind(public_id)
+        .fetch_optional(db)
+        .await
 }
 
 /// A key as admins see it: everything but the secret's hash.
@@ -47,10 +45,7 @@ const INFO: &str = "id, tenant_id, public_id, name, created_at, expires_at, revo
 /// # Errors
 /// Database errors.
 pub async fn list(db: &PgPool, tenant_id: Uuid) -> Result<Vec<KeyInfo>, sqlx::Error> {
-    sqlx::query_as(&format!("SELECT {INFO} FROM api_keys WHERE tenant_id = $1 ORDER BY created_at"))
-        .bind(tenant_id)
-        .fetch_all(db)
-        .await
+    sqlx::query_as(&format!("SELECT {INFO} FROM api_keys WHERE tenant_id = $1 ORDER BY created_at")).bind(tenant_id).fetch_all(db).await
 }
 
 /// # Errors
@@ -125,10 +120,8 @@ pub async fn update(
 /// # Errors
 /// Database errors.
 pub async fn revoke(tx: &mut sqlx::PgConnection, key_id: Uuid) -> Result<Option<KeyInfo>, sqlx::Error> {
-    sqlx::query_as(&format!(
-        "UPDATE api_keys SET revoked_at = COALESCE(revoked_at, now()) WHERE id = $1 RETURNING {INFO}"
-    ))
-    .bind(key_id)
-    .fetch_optional(tx)
-    .await
+    sqlx::query_as(&format!("UPDATE api_keys SET revoked_at = COALESCE(revoked_at, now()) WHERE id = $1 RETURNING {INFO}"))
+        .bind(key_id)
+        .fetch_optional(tx)
+        .await
 }

@@ -104,15 +104,13 @@ pub struct ModelChange {
 /// Database errors: a unique violation when creating an existing id, a check violation for a bad value.
 pub async fn write(tx: &mut sqlx::PgConnection, id: &str, change: &ModelChange, create: bool) -> Result<bool, sqlx::Error> {
     if create {
-        sqlx::query(
-            "INSERT INTO models (id, context_length, input_price_per_mtok, output_price_per_mtok) VALUES ($1, $2, $3, $4)",
-        )
-        .bind(id)
-        .bind(change.context_length)
-        .bind(change.input_price_per_mtok)
-        .bind(change.output_price_per_mtok)
-        .execute(&mut *tx)
-        .await?;
+        sqlx::query("INSERT INTO models (id, context_length, input_price_per_mtok, output_price_per_mtok) VALUES ($1, $2, $3, $4)")
+            .bind(id)
+            .bind(change.context_length)
+            .bind(change.input_price_per_mtok)
+            .bind(change.output_price_per_mtok)
+            .execute(&mut *tx)
+            .await?;
     }
     let updated = sqlx::query(
         "UPDATE models SET owned_by = COALESCE($2, owned_by), context_length = COALESCE($3, context_length),

@@ -47,10 +47,8 @@ pub async fn create(tx: &mut sqlx::PgConnection, name: &str) -> Result<Tenant, s
 /// # Errors
 /// Database errors.
 pub async fn list(db: &PgPool, id: Option<Uuid>) -> Result<Vec<Tenant>, sqlx::Error> {
-    sqlx::query_as(
-        "SELECT id, name, balance, reserved, created_at FROM tenants WHERE $1::uuid IS NULL OR id = $1 ORDER BY created_at",
-    )
-    .bind(id)
-    .fetch_all(db)
-    .await
+    sqlx::query_as("SELECT id, name, balance, reserved, created_at FROM tenants WHERE $1::uuid IS NULL OR id = $1 ORDER BY created_at")
+        .bind(id)
+        .fetch_all(db)
+        .await
 }

@@ -71,7 +71,10 @@ fn check_chat_message(message: &Value) {
     assert!(message["content"].is_string() || (message["content"].is_null() && calls.is_some_and(|c| !c.is_empty())), "{message}");
     if let Some(calls) = calls {
         assert_eq!(role, Some("assistant"));
-        assert!(calls.iter().all(|c| c["id"].is_string() && c["function"]["name"].is_string() && c["function"]["arguments"].is_string()), "{message}");
+        assert!(
+            calls.iter().all(|c| c["id"].is_string() && c["function"]["name"].is_string() && c["function"]["arguments"].is_string()),
+            "{message}"
+        );
     }
     if role == Some("tool") {
         assert!(message["tool_call_id"].is_string(), "{message}");

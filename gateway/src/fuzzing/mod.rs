@@ -78,10 +78,16 @@ fn chat_pipeline(mut body: Value) {
     }
     let model = model();
     let (prompt, output) = worst_case_tokens(&model, &body);
-    assert!(i64::from(prompt) <= i64::from(CONTEXT) && i64::from(output) <= i64::from(CONTEXT), "worst case beyond the context: {prompt}, {output}");
+    assert!(
+        i64::from(prompt) <= i64::from(CONTEXT) && i64::from(output) <= i64::from(CONTEXT),
+        "worst case beyond the context: {prompt}, {output}"
+    );
     assert!(worst_case_cost(&model, &body) >= Decimal::ZERO);
     let sent = serde_json::to_vec(&body);
-    assert!(sent.as_ref().is_ok_and(|s| serde_json::from_slice::<ChatCompletionRequest>(s).is_ok()), "the gateway would forward a body that is no chat request: {body}");
+    assert!(
+        sent.as_ref().is_ok_and(|s| serde_json::from_slice::<ChatCompletionRequest>(s).is_ok()),
+        "the gateway would forward a body that is no chat request: {body}"
+    );
 }
 
 /// A catalog row at the highest price the admin API takes in practice.

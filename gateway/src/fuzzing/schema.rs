@@ -110,7 +110,18 @@ fn renamed(schema: &Value) -> Value {
 /// Instances to validate: the schema's own examples, default, const and enum values, and one of each
 /// JSON type.
 fn instances(schema: &Value) -> Vec<Value> {
-    let mut out = vec![json!(null), json!(true), json!(0), json!(-1.5), json!(""), json!("a"), json!([]), json!([1, "a"]), json!({}), json!({"a": 1})];
+    let mut out = vec![
+        json!(null),
+        json!(true),
+        json!(0),
+        json!(-1.5),
+        json!(""),
+        json!("a"),
+        json!([]),
+        json!([1, "a"]),
+        json!({}),
+        json!({"a": 1}),
+    ];
     for key in ["default", "const"] {
         out.extend(schema.get(key).cloned());
     }

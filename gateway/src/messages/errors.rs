@@ -26,7 +26,8 @@ pub fn kind(status: u16) -> &'static str {
 /// Rewrites an error answer (OpenAI-shaped JSON) into Anthropic's shape; anything else passes.
 pub async fn rewrite(response: Response) -> Response {
     let status = response.status();
-    let is_json = response.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).is_some_and(|c| c.starts_with("application/json"));
+    let is_json =
+        response.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).is_some_and(|c| c.starts_with("application/json"));
     if status.is_success() || !is_json {
         return response;
     }

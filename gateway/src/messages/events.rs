@@ -101,7 +101,10 @@ impl Dialect for MessageEvents {
             }
             let fragment = call["function"]["arguments"].as_str().unwrap_or_default();
             if let (Some((index, false)), false) = (self.open, fragment.is_empty()) {
-                events.push(Self::event("content_block_delta", json!({"index": index, "delta": {"type": "input_json_delta", "partial_json": fragment}})));
+                events.push(Self::event(
+                    "content_block_delta",
+                    json!({"index": index, "delta": {"type": "input_json_delta", "partial_json": fragment}}),
+                ));
             }
         }
         events

@@ -63,7 +63,10 @@ pub fn to_chat(request: &Value) -> Result<Value, ApiError> {
         if format["type"] != "json_schema" || !format["schema"].is_object() {
             return Err(invalid("output_config.format must be {\"type\": \"json_schema\", \"schema\": {…}}", "output_config"));
         }
-        chat.insert("response_format".into(), json!({"type": "json_schema", "json_schema": {"name": "output", "strict": true, "schema": format["schema"]}}));
+        chat.insert(
+            "response_format".into(),
+            json!({"type": "json_schema", "json_schema": {"name": "output", "strict": true, "schema": format["schema"]}}),
+        );
     }
     if obj.get("stream").and_then(Value::as_bool) == Some(true) {
         chat.insert("stream".into(), json!(true));
@@ -79,7 +82,9 @@ fn text_of(value: &Value, param: &'static str) -> Result<String, ApiError> {
             .iter()
             .map(|b| match (b["type"].as_str(), b["text"].as_str()) {
                 (Some("text"), Some(text)) => Ok(text.to_owned()),
-                (kind, _) => Err(invalid(format!("content block `{}` is not supported here: the models read text", kind.unwrap_or("?")), param)),
+                (kind, _) => {
+                    Err(invalid(format!("content block `{}` is not supported here: the models read text", kind.unwrap_or("?")), param))
+                }
             })
             .collect::<Result<Vec<_>, _>>()
             .map(|parts| parts.join("")),

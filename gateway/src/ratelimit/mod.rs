@@ -51,7 +51,11 @@ pub struct Quota {
 #[derive(Debug, Clone, Copy)]
 pub enum Admission {
     Allowed(Quota),
-    Limited { quota: Quota, retry_after_ms: u64, by_tokens: bool },
+    Limited {
+        quota: Quota,
+        retry_after_ms: u64,
+        by_tokens: bool,
+    },
     /// Redis was unavailable and the gateway fails open: served, limits unknown.
     Unchecked(Limits),
 }

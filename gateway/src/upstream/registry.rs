@@ -29,7 +29,8 @@ const SET_ASIDE_FOR: Duration = Duration::from_secs(5);
 
 /// Deletes a dead worker's field only if it still holds the value that was read: a worker that
 /// re-announced meanwhile keeps its fresh announcement.
-const DELETE_IF_UNCHANGED: &str = r"if redis.call('HGET', KEYS[1], ARGV[1]) == ARGV[2] then return redis.call('HDEL', KEYS[1], ARGV[1]) end return 0";
+const DELETE_IF_UNCHANGED: &str =
+    r"if redis.call('HGET', KEYS[1], ARGV[1]) == ARGV[2] then return redis.call('HDEL', KEYS[1], ARGV[1]) end return 0";
 
 #[derive(Debug, Default)]
 struct View {
@@ -57,15 +58,7 @@ impl std::fmt::Debug for Registry {
 impl Registry {
     #[must_use]
     pub fn new(redis: Arc<RedisLink>, db: PgPool, http: reqwest::Client, secrets: WorkerSecrets) -> Self {
-        Self {
-            redis,
-            db,
-            http,
-            secrets,
-            view: RwLock::default(),
-            set_aside: Mutex::default(),
-            warned: Mutex::default(),
-        }
+        Self { redis, db, http, secrets, view: RwLock::default(), set_aside: Mutex::default(), warned: Mutex::default() }
     }
 
     /// Ready workers of one model, least loaded first. Reads memory only.
@@ -80,8 +73,7 @@ impl Registry {
         let now = announcement::now_ms();
         let set_aside = self.currently_set_aside();
         let view = self.view.read().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let mut workers: Vec<WorkerStatus> =
-            view.announced.iter().filter(|a| a.expires_at_ms > now).map(|a| a.status.clone()).collect();
+        let mut workers: Vec<WorkerStatus> = view.announced.iter().filter(|a| a.expires_at_ms > now).map(|a| a.status.clone()).collect();
         for status in &view.probed {
             if !workers.iter().any(|w| w.url == status.url && w.model == status.model) {
                 workers.push(status.clone());

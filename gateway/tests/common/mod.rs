@@ -13,8 +13,8 @@ use runaii_gateway::Application;
 use serde_json::Value;
 use sqlx::PgPool;
 
-pub use runaii_testkit::{invoice_request, invoice_schema, worker_bearer, MODEL, WORKER_SECRET};
 use runaii_testkit::WorkerProcess;
+pub use runaii_testkit::{invoice_request, invoice_schema, worker_bearer, MODEL, WORKER_SECRET};
 
 /// The machine's Postgres server; each test gets its own database on it.
 const POSTGRES: &str = "postgres://postgres@127.0.0.1:5432";
@@ -118,10 +118,8 @@ pub async fn spawn_app_on(server: &str, configure: impl FnOnce(&mut Settings)) -
 async fn drop_old_databases(admin: &PgPool) {
     static ONCE: tokio::sync::OnceCell<()> = tokio::sync::OnceCell::const_new();
     ONCE.get_or_init(|| async {
-        let old: Vec<String> = sqlx::query_scalar("SELECT datname FROM pg_database WHERE datname LIKE 'runaii_test_%'")
-            .fetch_all(admin)
-            .await
-            .unwrap();
+        let old: Vec<String> =
+            sqlx::query_scalar("SELECT datname FROM pg_database WHERE datname LIKE 'runaii_test_%'").fetch_all(admin).await.unwrap();
         for db in old {
             // Names come from pg_database and match runaii_test_<hex>: safe to splice.
             let _ = sqlx::query(&format!("DROP DATABASE IF EXISTS {db} WITH (FORCE)")).execute(admin).await;
@@ -152,7 +150,8 @@ pub async fn grant(db: &PgPool, tenant: &str, amount: &str) -> uuid::Uuid {
 /// An admin JWT signed with [`ADMIN_SECRET`].
 pub fn admin_token(roles: &[&str], tenant_id: Option<uuid::Uuid>) -> String {
     let exp = chrono::Utc::now().timestamp().unsigned_abs() + 3600;
-    let claims = runaii_gateway::admin::Claims { sub: "tester".into(), exp, roles: roles.iter().map(|r| (*r).to_owned()).collect(), tenant_id };
+    let claims =
+        runaii_gateway::admin::Claims { sub: "tester".into(), exp, roles: roles.iter().map(|r| (*r).to_owned()).collect(), tenant_id };
     runaii_gateway::admin::issue(ADMIN_SECRET, &claims).unwrap()
 }
 
