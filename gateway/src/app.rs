@@ -10,6 +10,7 @@ use crate::state::AppState;
 #[derive(Debug)]
 pub struct Application {
     listener: TcpListener,
+    metrics_listener: Option<TcpListener>,
     state: AppState,
 }
 
@@ -18,19 +19,29 @@ impl Application {
     /// When Postgres is unreachable or the address cannot be bound.
     pub async fn build(settings: Settings) -> anyhow::Result<Self> {
         let listener = TcpListener::bind(settings.listen).await?;
+        let metrics_listener = match settings.metrics_listen {
+            Some(addr) => Some(TcpListener::bind(addr).await?),
+            None => None,
+        };
         let state = AppState::new(settings).await?;
         // Registered before it serves: every hold names a replica the others can see alive.
         crate::db::replicas::heartbeat(&state.db, state.replica_id).await?;
         // Know the workers before the first request.
         state.registry.probe().await;
         state.registry.refresh().await;
-        Ok(Self { listener, state })
+        Ok(Self { listener, metrics_listener, state })
     }
 
     /// # Errors
     /// When the listener has no local address.
     pub fn port(&self) -> std::io::Result<u16> {
         self.listener.local_addr().map(|a| a.port())
+    }
+
+    /// The private metrics listener's port, when one is configured.
+    #[must_use]
+    pub fn metrics_port(&self) -> Option<u16> {
+        self.metrics_listener.as_ref().and_then(|l| l.local_addr().ok()).map(|a| a.port())
     }
 
     /// # Errors
@@ -47,6 +58,14 @@ impl Application {
         let (db, replica_id) = (self.state.db.clone(), self.state.replica_id);
         let (stop_heartbeat, stopped) = tokio::sync::oneshot::channel();
         let heartbeat = tokio::spawn(replica_heartbeat(db.clone(), replica_id, self.state.settings.limits.clone(), stopped));
+        if let Some(listener) = self.metrics_listener {
+            let private = routes::private_router(self.state.clone());
+            tokio::spawn(async move {
+                if let Err(e) = axum::serve(listener, private).await {
+                    tracing::error!(error = %e, "the private metrics listener stopped");
+                }
+            });
+        }
         axum::serve(self.listener.tap_io(no_delay), routes::router(self.state))
             .with_graceful_shutdown(runaii_wire::shutdown::signal())
             .await?;

@@ -12,6 +12,7 @@ pub struct Cli {
 }
 
 #[derive(Debug, Subcommand)]
+#[expect(clippy::large_enum_variant, reason = "parsed once at start; boxing buys nothing")]
 pub enum Command {
     /// Serve the API.
     Serve(Settings),
@@ -107,6 +108,10 @@ pub struct Settings {
     pub redis_url: String,
     #[arg(long, env = "RUNAII_GATEWAY_ADDR", default_value = "127.0.0.1:8080")]
     pub listen: SocketAddr,
+    /// A second, private listener serving `/metrics` without a token (and `/health`), for Prometheus on
+    /// the cluster network. Unset: none; the public `/metrics` then needs an ops or finance admin JWT.
+    #[arg(long, env = "RUNAII_METRICS_ADDR")]
+    pub metrics_listen: Option<SocketAddr>,
     /// Largest request body accepted, in bytes.
     #[arg(long, env = "RUNAII_MAX_BODY_BYTES", default_value_t = 4 * 1024 * 1024)]
     pub max_body_bytes: usize,
@@ -114,6 +119,10 @@ pub struct Settings {
     /// slower than this is cut off with 408 instead of holding a connection and its memory open.
     #[arg(long, env = "RUNAII_BODY_READ_TIMEOUT_MS", default_value_t = 30_000)]
     pub body_read_timeout_ms: u64,
+    /// How long a streaming client may leave the next chunk untaken, in milliseconds: a client that stops
+    /// reading is cut after this, billed for what was delivered, and the worker's slot is freed.
+    #[arg(long, env = "RUNAII_CLIENT_WRITE_TIMEOUT_MS", default_value_t = 30_000)]
+    pub client_write_timeout_ms: u64,
     /// How long a key lookup is trusted before the database is asked again: a revoked key stops working
     /// within this many milliseconds on every replica.
     #[arg(long, env = "RUNAII_KEY_CACHE_MS", default_value_t = 2000)]
@@ -148,6 +157,10 @@ pub struct WorkerArgs {
     /// generation of a non-streamed request.
     #[arg(long, env = "RUNAII_WORKER_HEADERS_TIMEOUT_MS", default_value_t = 300_000)]
     pub worker_headers_timeout_ms: u64,
+    /// How long a worker may go silent once its answer has begun, in milliseconds: a stream with no
+    /// event (a whole answer with no bytes) for this long is cut and recorded `failed`.
+    #[arg(long, env = "RUNAII_WORKER_IDLE_TIMEOUT_MS", default_value_t = 60_000)]
+    pub worker_idle_timeout_ms: u64,
 }
 
 impl WorkerArgs {
@@ -173,6 +186,10 @@ pub struct LimitArgs {
     /// How long an `Idempotency-Key` and its answer are kept, in hours (at least 24).
     #[arg(long, env = "RUNAII_IDEMPOTENCY_TTL_HOURS", default_value_t = 24, value_parser = clap::value_parser!(u32).range(24..))]
     pub idempotency_ttl_hours: u32,
+    /// The largest answer kept for an `Idempotency-Key`, in bytes. A larger one is delivered once and its
+    /// key then answers 422 `idempotent_answer_not_stored`: never run twice, never held in memory unbounded.
+    #[arg(long, env = "RUNAII_IDEMPOTENCY_MAX_STORED_BYTES", default_value_t = 8 * 1024 * 1024)]
+    pub idempotency_max_stored_bytes: usize,
     /// A credit hold older than this many seconds belongs to a request whose gateway died; it is released.
     #[arg(long, env = "RUNAII_HOLD_EXPIRY_S", default_value_t = 7200)]
     pub hold_expiry_s: u32,

@@ -49,6 +49,9 @@ pub enum ApiError {
     IdempotencyKeyReused,
     #[error("A request with this Idempotency-Key is still running; retry when it has finished.")]
     IdempotencyInProgress,
+    /// The keyed request ran and was billed once; its answer was larger than the store keeps.
+    #[error("The request with this Idempotency-Key completed and was delivered, but its answer was larger than {0} bytes and is not kept for replay; it is not run again.")]
+    IdempotentAnswerNotStored(usize),
     #[error("{0}")]
     AdminUnauthorized(String),
     #[error("this token lacks the `{0}` role")]
@@ -74,7 +77,7 @@ impl ApiError {
             Self::Forbidden(_) => StatusCode::FORBIDDEN,
             Self::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
             Self::InsufficientCredits { .. } => StatusCode::PAYMENT_REQUIRED,
-            Self::IdempotencyKeyReused => StatusCode::UNPROCESSABLE_ENTITY,
+            Self::IdempotencyKeyReused | Self::IdempotentAnswerNotStored(_) => StatusCode::UNPROCESSABLE_ENTITY,
             Self::IdempotencyInProgress | Self::Conflict(_) => StatusCode::CONFLICT,
             Self::NotFound(_) => StatusCode::NOT_FOUND,
             Self::InvalidJson(_)
@@ -117,6 +120,7 @@ impl ApiError {
             Self::InsufficientCredits { .. } => "insufficient_credits",
             Self::IdempotencyKeyReused => "idempotency_key_reused",
             Self::IdempotencyInProgress => "idempotency_key_in_use",
+            Self::IdempotentAnswerNotStored(_) => "idempotent_answer_not_stored",
             Self::AdminUnauthorized(_) => "invalid_admin_token",
             Self::Forbidden(_) => "insufficient_role",
             Self::Conflict(_) => "conflict",

@@ -2,7 +2,7 @@
 //! that is not a UUID, an id that is not UTF-8 once percent-decoded) is a JSON 400 like every other
 //! refusal, not axum's plain-text one.
 
-use axum::extract::rejection::PathRejection;
+use axum::extract::rejection::{BytesRejection, PathRejection};
 use axum::extract::FromRequestParts;
 
 use crate::error::ApiError;
@@ -21,4 +21,25 @@ impl From<PathRejection> for ApiError {
             Self::Internal(rejection.body_text())
         }
     }
+}
+
+/// A request body that did not arrive in time (see `routes::body`).
+#[derive(Debug, thiserror::Error)]
+#[error("the request body did not arrive within {0} ms")]
+pub struct BodyDeadline(pub u64);
+
+/// The gateway's error for a body that could not be read: too large (413), too slow (408), or broken.
+#[must_use]
+pub fn body_error(rejection: &BytesRejection, max_body_bytes: usize) -> ApiError {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(rejection);
+    while let Some(e) = source {
+        if let Some(BodyDeadline(ms)) = e.downcast_ref::<BodyDeadline>() {
+            return ApiError::BodyTimeout(*ms);
+        }
+        source = e.source();
+    }
+    if rejection.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
+        return ApiError::PayloadTooLarge(max_body_bytes);
+    }
+    ApiError::InvalidJson(format!("the request body could not be read: {}", rejection.body_text()))
 }

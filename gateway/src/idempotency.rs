@@ -10,6 +10,8 @@
 //! An answer a retry could improve on (a 5xx, a refusal for credit or load, a stream that did not
 //! complete) gives the key up instead of being stored.
 
+use std::time::Duration;
+
 use axum::body::Body;
 use axum::http::{header, HeaderMap, HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -49,7 +51,9 @@ pub enum Begin {
 /// # Errors
 /// 400 for a malformed key, 422 for a key used with another body, 409 while the first request runs.
 pub async fn begin(state: &AppState, tenant: Uuid, headers: &HeaderMap, endpoint: &str, body: &[u8]) -> Result<Begin, ApiError> {
-    let Some(value) = headers.get(HEADER) else { return Ok(Begin::Run(None)) };
+    let Some(value) = headers.get(HEADER) else {
+        return Ok(Begin::Run(None));
+    };
     let key = value
         .to_str()
         .ok()
@@ -114,43 +118,66 @@ async fn settle(state: AppState, claim: Claim, response: Response) -> Response {
         return tee_stream(state, claim, response, content_type, request_id);
     }
     let (parts, body) = response.into_parts();
-    let bytes = match axum::body::to_bytes(body, usize::MAX).await {
+    let bytes = match axum::body::to_bytes(body, crate::upstream::body::MAX_ANSWER_BYTES).await {
         Ok(bytes) => bytes,
         Err(e) => {
             release(&state, &claim).await;
             return ApiError::Internal(format!("answer unreadable: {e}")).into_response();
         }
     };
-    store(&state, &claim, status, &content_type, &request_id, &bytes).await;
+    if bytes.len() > state.settings.limits.idempotency_max_stored_bytes {
+        store_too_large(&state, &claim, &request_id).await;
+    } else {
+        store(&state, &claim, status, &content_type, &request_id, &bytes).await;
+    }
     Response::from_parts(parts, Body::from(bytes))
 }
 
-/// Feeds the client while it stays, drains the stream to its end regardless, then stores it if the
-/// request completed (its cost record says `succeeded`).
+/// Feeds the client while it stays (and reads), drains the stream to its end regardless, then stores it
+/// if the request completed (its cost record says `succeeded`). What is kept is capped: past
+/// `idempotency_max_stored_bytes` the key is closed as answered-but-not-stored.
 fn tee_stream(state: AppState, claim: Claim, response: Response, content_type: String, request_id: String) -> Response {
     let (parts, body) = response.into_parts();
     let (tx, rx) = mpsc::channel::<Result<Bytes, std::io::Error>>(64);
+    let (cap, client_write) =
+        (state.settings.limits.idempotency_max_stored_bytes, Duration::from_millis(state.settings.client_write_timeout_ms));
     tokio::spawn(async move {
         let mut stream = body.into_data_stream();
         let mut stored = Vec::new();
+        let mut too_large = false;
         let mut client = Some(tx);
         while let Some(chunk) = stream.next().await {
             let Ok(chunk) = chunk else { break };
-            stored.extend_from_slice(&chunk);
+            if stored.len() + chunk.len() > cap {
+                too_large = true;
+                stored = Vec::new();
+            }
+            if !too_large {
+                stored.extend_from_slice(&chunk);
+            }
             if let Some(tx) = &client {
-                if tx.send(Ok(chunk)).await.is_err() {
+                // A client that stops reading is let go; the answer still runs to its end for the retry.
+                if !matches!(tokio::time::timeout(client_write, tx.send(Ok(chunk))).await, Ok(Ok(()))) {
                     client = None;
                 }
             }
         }
         let completed = matches!(costs::status_of(&state.db, &request_id).await, Ok(Some(s)) if s == "succeeded");
-        if completed {
-            store(&state, &claim, StatusCode::OK, &content_type, &request_id, &stored).await;
-        } else {
-            release(&state, &claim).await;
+        match (completed, too_large) {
+            (true, false) => store(&state, &claim, StatusCode::OK, &content_type, &request_id, &stored).await,
+            (true, true) => store_too_large(&state, &claim, &request_id).await,
+            (false, _) => release(&state, &claim).await,
         }
     });
     Response::from_parts(parts, Body::from_stream(ReceiverStream::new(rx)))
+}
+
+/// The answer was delivered and billed but is too large to keep: the key answers a refusal from now on,
+/// so a retry never runs (and bills) the request twice.
+async fn store_too_large(state: &AppState, claim: &Claim, request_id: &str) {
+    let refusal = ApiError::IdempotentAnswerNotStored(state.settings.limits.idempotency_max_stored_bytes);
+    let (status, body) = (refusal.status(), serde_json::to_vec(&refusal.body()).unwrap_or_default());
+    store(state, claim, status, "application/json", request_id, &body).await;
 }
 
 async fn store(state: &AppState, claim: &Claim, status: StatusCode, content_type: &str, request_id: &str, body: &[u8]) {

@@ -133,3 +133,35 @@ async fn a_malformed_key_is_a_clear_400() {
     assert_eq!(body["error"]["param"], "Idempotency-Key");
     assert!(app.cost_rows().await.is_empty());
 }
+
+/// What is kept for a key is capped: an answer past the cap is delivered once, billed once, and the key
+/// then answers 422 `idempotent_answer_not_stored` — it is never run (and billed) again, and the gateway
+/// never holds an unbounded answer in memory for it.
+#[tokio::test]
+async fn an_answer_too_large_to_keep_is_delivered_once_and_never_rerun() {
+    let app = common::spawn_app_with(|s| s.limits.idempotency_max_stored_bytes = 300).await;
+    for (stream, key) in [(false, "big-whole"), (true, "big-stream")] {
+        let key = [("Idempotency-Key", key)];
+        let first = app.post_as(&app.key, "/v1/chat/completions", &request(stream), &key).await;
+        assert_eq!(first.status(), 200);
+        let first = first.text().await.unwrap();
+        assert!(first.len() > 300, "the answer is larger than the cap: {first}");
+        if stream {
+            assert!(first.trim_end().ends_with("data: [DONE]"), "the client still gets the whole stream: {first}");
+        }
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let retry = loop {
+            let retry = app.post_as(&app.key, "/v1/chat/completions", &request(stream), &key).await;
+            // A stream's key is closed once it has drained: until then a retry is told to wait.
+            if retry.status() != 409 || Instant::now() > deadline {
+                break retry;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        };
+        assert_eq!(retry.status(), 422);
+        assert_eq!(retry.headers()["idempotent-replayed"], "true");
+        let body: Value = retry.json().await.unwrap();
+        assert_eq!(body["error"]["code"], "idempotent_answer_not_stored", "{body}");
+    }
+    assert_eq!(charged(&app).await, 2, "each request ran and was billed exactly once");
+}

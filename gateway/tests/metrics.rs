@@ -36,7 +36,8 @@ async fn a_scrape_counts_requests_tokens_latencies_refusals_and_the_exact_cost()
     let (status, _, _) = app.post_json("/v1/chat/completions", &bomb).await;
     assert_eq!(status, 400);
 
-    let scrape = client().get(format!("{}/metrics", app.base)).send().await.unwrap().text().await.unwrap();
+    let finance = common::admin_token(&["finance"], None);
+    let scrape = client().get(format!("{}/metrics", app.base)).bearer_auth(&finance).send().await.unwrap().text().await.unwrap();
     let model = format!("model=\"{MODEL}\"");
     assert_eq!(number(&scrape, &format!("runaii_gateway_requests_total{{endpoint=\"chat.completions\",{model},status=\"succeeded\"}}")), 2);
     assert_eq!(number(&scrape, "runaii_gateway_http_responses_total{route=\"/v1/chat/completions\",code=\"200\"}"), 2);

@@ -244,7 +244,12 @@ async fn public_routes(app: &TestApp, spec: &Spec, key: &str) {
     use Method as M;
     Call::new(M::GET, "/health", "/health", Auth::None).expect(app, spec, 200).await;
     Call::new(M::GET, "/openapi.json", "/openapi.json", Auth::None).expect(app, spec, 200).await;
-    Call::new(M::GET, "/metrics", "/metrics", Auth::None).expect(app, spec, 200).await;
+    let ops = admin_token(&["ops"], None);
+    Call::new(M::GET, "/metrics", "/metrics", Auth::Bearer(&ops)).expect(app, spec, 200).await;
+    Call::new(M::GET, "/metrics", "/metrics", Auth::None).expect(app, spec, 401).await;
+    Call::new(M::GET, "/metrics", "/metrics", Auth::Bearer(key)).expect(app, spec, 401).await;
+    let confined = admin_token(&["ops", "finance"], Some(app.tenant_id));
+    Call::new(M::GET, "/metrics", "/metrics", Auth::Bearer(&confined)).expect(app, spec, 403).await;
     Call::new(M::GET, "/v1/models", "/v1/models", Auth::None).expect(app, spec, 200).await;
     Call::new(M::GET, "/v1/models", "/v1/models", Auth::Bearer(key)).expect(app, spec, 200).await;
     Call::new(M::GET, "/v1/models", "/v1/models", Auth::Bearer("rk-000000000000-wrong")).expect(app, spec, 401).await;

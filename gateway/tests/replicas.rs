@@ -68,9 +68,10 @@ async fn a_killed_replicas_holds_are_released_by_another_within_the_timeout() {
         .env("DATABASE_URL", format!("postgres://postgres@127.0.0.1:5432/{database}"))
         .env("RUNAII_GATEWAY_ADDR", format!("127.0.0.1:{port}"))
         .env("RUNAII_REPLICA_HEARTBEAT_MS", "200")
+        .env("RUNAII_WORKER_SECRET", runaii_testkit::WORKER_SECRET)
         .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(Stdio::inherit())
         .spawn()
         .unwrap();
     let mut doomed = Gateway(child);

@@ -76,7 +76,7 @@ pub(super) async fn create(
     new: Result<Json<NewModel>, JsonRejection>,
 ) -> Result<Json<Value>, ApiError> {
     claims.require_unconfined(Role::Ops)?;
-    let NewModel { id, change } = body(new)?;
+    let NewModel { id, change } = body(new, state.settings.max_body_bytes)?;
     if id.is_empty() || id.len() > 200 {
         return Err(ApiError::invalid("id must be 1 to 200 characters", "id"));
     }
@@ -116,7 +116,7 @@ pub(super) async fn update(
     change: Result<Json<ModelChange>, JsonRejection>,
 ) -> Result<Json<Value>, ApiError> {
     claims.require_unconfined(Role::Ops)?;
-    write(&state, &claims, &id, &body(change)?, false).await
+    write(&state, &claims, &id, &body(change, state.settings.max_body_bytes)?, false).await
 }
 
 async fn write(state: &AppState, claims: &Claims, id: &str, change: &ModelChange, create: bool) -> Result<Json<Value>, ApiError> {

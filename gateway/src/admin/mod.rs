@@ -8,7 +8,7 @@ mod csv;
 mod finance;
 mod input;
 mod tenants;
-mod token;
+pub(crate) mod token;
 
 use axum::routing::{get, patch, post, put};
 use axum::Router;

@@ -113,7 +113,7 @@ pub(super) async fn create(
     new: Result<Json<NewTenant>, JsonRejection>,
 ) -> Result<Json<Value>, ApiError> {
     claims.require_unconfined(Role::Admin)?;
-    let new = body(new)?;
+    let new = body(new, state.settings.max_body_bytes)?;
     if new.name.trim().is_empty() || new.name.len() > 200 {
         return Err(ApiError::invalid("name must be 1 to 200 characters", "name"));
     }
@@ -175,7 +175,7 @@ pub(super) async fn grant(
     // Credit is money: only an unconfined admin mints it. Finance reads the books but does not write
     // them, so one stolen finance token cannot create balance either.
     claims.require_unconfined(Role::Admin)?;
-    let grant = body(grant)?;
+    let grant = body(grant, state.settings.max_body_bytes)?;
     // Balances are NUMERIC(30, 16): refuse what would be rounded.
     if grant.amount.is_zero() || grant.amount.normalize().scale() > 16 || grant.amount.abs() >= Decimal::from(1_000_000_000_000u64) {
         return Err(ApiError::invalid("amount must be non-zero, below 10^12 in size, with at most 16 decimals", "amount"));
@@ -259,7 +259,7 @@ pub(super) async fn create_key(
 ) -> Result<Json<Value>, ApiError> {
     claims.require(Role::Admin)?;
     let id = scoped(&claims, id)?;
-    let spec = body(spec)?;
+    let spec = body(spec, state.settings.max_body_bytes)?;
     let (secret_key, public_id, hash) = auth::generate();
     let mut tx = state.db.begin().await?;
     let new = NewKey { name: &spec.name, expires_at: spec.expires_at, rpm_limit: spec.rpm_limit, tpm_limit: spec.tpm_limit };
@@ -313,7 +313,7 @@ pub(super) async fn update_key(
     update: Result<Json<KeyUpdate>, JsonRejection>,
 ) -> Result<Json<Value>, ApiError> {
     claims.require(Role::Admin)?;
-    let update = body(update)?;
+    let update = body(update, state.settings.max_body_bytes)?;
     let mut tx = state.db.begin().await?;
     let before = key_in_scope(&mut tx, &claims, key_id).await?;
     let after = keys::update(&mut tx, key_id, update.expires_at, update.rpm_limit, update.tpm_limit)

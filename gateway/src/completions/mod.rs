@@ -49,7 +49,7 @@ pub async fn chat(state: &AppState, caller: Caller, body: Value) -> Result<Respo
     if let Some(obj) = answer.as_object_mut() {
         obj.remove("timings");
     }
-    let mut response = json_response(json_with_cost(&mut answer, cost));
+    let mut response = json_response(json_with_cost(&answer, cost));
     with_request_id(&mut response, &ledger.request_id);
     Ok(response)
 }
@@ -122,7 +122,7 @@ pub async fn open(state: &AppState, prepared: Prepared) -> Result<(Ledger, Upstr
     let sent = upstream::send(state, &ledger.model.id, &body, &ledger.request_id).await;
     let error = match sent {
         Ok(upstream) if upstream.response.status().is_success() => return Ok((ledger, upstream)),
-        Ok(upstream) => worker_error(upstream.response).await,
+        Ok(upstream) => worker_error(upstream).await,
         Err(e) => e,
     };
     Err(reject(&ledger, error).await)
@@ -139,10 +139,12 @@ pub async fn finish_whole(state: &AppState, prepared: Prepared) -> Result<(Ledge
         async move {
             let sent = Instant::now();
             let (ledger, upstream) = open(&state, prepared).await?;
-            let answer: Value = match upstream.response.json().await {
-                Ok(answer) => answer,
-                Err(e) => return Err(reject(&ledger, ApiError::UpstreamFailed(format!("unreadable answer: {e}"))).await),
-            };
+            let read = upstream::body::read_whole(upstream.response, upstream::body::MAX_ANSWER_BYTES, upstream.limits.worker_idle).await;
+            let answer: Value =
+                match read.map_err(|e| e.to_string()).and_then(|b| serde_json::from_slice(&b).map_err(|e| format!("not JSON: {e}"))) {
+                    Ok(answer) => answer,
+                    Err(e) => return Err(reject(&ledger, ApiError::UpstreamFailed(format!("unreadable answer: {e}"))).await),
+                };
             let upstream_time = sent.elapsed();
             let cost = ledger.record(Outcome::succeeded(&answer["usage"])).await?;
             let metrics = crate::metrics::global();
@@ -155,9 +157,10 @@ pub async fn finish_whole(state: &AppState, prepared: Prepared) -> Result<(Ledge
     task.await.map_err(|e| ApiError::Internal(format!("completion task failed: {e}")))?
 }
 
-async fn worker_error(response: reqwest::Response) -> ApiError {
-    let status = response.status();
-    let body: Option<ErrorBody> = response.json().await.ok();
+async fn worker_error(upstream: Upstream) -> ApiError {
+    let status = upstream.response.status();
+    let read = upstream::body::read_whole(upstream.response, upstream::body::MAX_ANSWER_BYTES, upstream.limits.worker_idle).await;
+    let body: Option<ErrorBody> = read.ok().and_then(|b| serde_json::from_slice(&b).ok());
     let Some(ErrorBody { error }) = body else {
         return ApiError::UpstreamFailed(format!("worker answered {status} without an error body"));
     };

@@ -3,10 +3,12 @@
 //!
 //! The relay runs in its own task, so it finishes its bookkeeping even when the client leaves: a client
 //! that disconnects is billed for the tokens delivered until then (the worker reports a running count on
-//! every chunk), and the worker is released at once. On a complete answer the cost record is committed
-//! before the dialect's last events go out.
+//! every chunk), and the worker is released at once. A client that stops reading is cut after
+//! `client_write_timeout_ms` and billed the same way; a worker silent for `worker_idle_timeout_ms` fails
+//! the stream. On a complete answer the cost record is committed before the dialect's last events go out.
 
 use std::convert::Infallible;
+use std::time::Duration;
 
 use axum::body::Body;
 use axum::http::header;
@@ -43,6 +45,9 @@ pub trait Dialect: Send + 'static {
     /// The stream failed; the client gets one clean error.
     fn error(&mut self, error: &ApiError) -> Vec<Bytes>;
 }
+
+/// How long the one error event of a failed stream waits for a client that is not reading.
+const CLIENT_ERROR_WAIT: Duration = Duration::from_secs(5);
 
 /// One SSE event with only a `data` line.
 #[must_use]
@@ -86,40 +91,45 @@ impl Metered {
     }
 }
 
-async fn send_all(tx: &Tx, events: Vec<Bytes>) -> bool {
+/// Sends the events in order. `false` when the client left, or took none of them for `within`: a client
+/// that stops reading holds the worker's slot and the relay's buffers, so it is cut.
+async fn send_all(tx: &Tx, events: Vec<Bytes>, within: Duration) -> bool {
     for e in events {
-        if tx.send(Ok(e)).await.is_err() {
-            return false;
+        match tokio::time::timeout(within, tx.send(Ok(e))).await {
+            Ok(Ok(())) => {}
+            Ok(Err(_)) => return false,
+            Err(_) => {
+                tracing::info!(waited_ms = within.as_millis(), "the client stopped reading; its stream is cut");
+                return false;
+            }
         }
     }
     true
 }
 
 async fn run(ledger: Ledger, upstream: Upstream, mut dialect: impl Dialect, tx: Tx) {
-    let upstream_sent = upstream.sent;
+    let (upstream_sent, limits) = (upstream.sent, upstream.limits);
     let mut first_token = true;
     let metrics = crate::metrics::global();
-    let mut reader = SseReader::new(upstream.response.bytes_stream());
+    let mut reader = SseReader::new(upstream.response.bytes_stream(), limits.worker_idle);
     let mut metered = Metered::default();
-    let mut connected = send_all(&tx, dialect.start()).await;
+    // What the client has been given: the bill if it leaves.
+    let mut delivered = (0, 0);
+    if !send_all(&tx, dialect.start(), limits.client_write).await {
+        return cancelled(&ledger, reader, delivered).await;
+    }
     loop {
         let next = tokio::select! {
             () = tx.closed() => None,
-            next = reader.next_data(), if connected => Some(next),
+            next = reader.next_data() => Some(next),
         };
         let Some(next) = next else {
-            // The client left. Dropping the reader closes the worker connection, freeing its slot.
-            drop(reader);
-            let outcome = Outcome::Cancelled { input_tokens: metered.input_tokens, output_tokens: metered.output_tokens };
-            if let Err(e) = ledger.record_delivered(outcome).await {
-                tracing::error!(request_id = %ledger.request_id, error = %e, "cancelled stream not recorded");
-            }
-            return;
+            return cancelled(&ledger, reader, delivered).await;
         };
         let data = match next {
             Ok(Some(data)) if data != "[DONE]" => data,
             Ok(_) => return fail(&ledger, &metered, &mut dialect, &tx, "the worker ended the stream without usage").await,
-            Err(e) => return fail(&ledger, &metered, &mut dialect, &tx, &format!("the worker connection broke: {e}")).await,
+            Err(e) => return fail(&ledger, &metered, &mut dialect, &tx, &e).await,
         };
         let Ok(mut chunk) = serde_json::from_str::<Value>(&data) else {
             return fail(&ledger, &metered, &mut dialect, &tx, "the worker sent a chunk that is not JSON").await;
@@ -142,7 +152,10 @@ async fn run(ledger: Ledger, upstream: Upstream, mut dialect: impl Dialect, tx: 
                 first_token = false;
                 metrics.ttft.observe(&[&ledger.model.id], ledger.started.elapsed());
             }
-            connected = send_all(&tx, dialect.chunk(chunk)).await;
+            if !send_all(&tx, dialect.chunk(chunk), limits.client_write).await {
+                return cancelled(&ledger, reader, delivered).await;
+            }
+            delivered = (metered.input_tokens, metered.output_tokens);
             continue;
         }
         let upstream_time = upstream_sent.elapsed();
@@ -151,8 +164,17 @@ async fn run(ledger: Ledger, upstream: Upstream, mut dialect: impl Dialect, tx: 
             Err(e) => dialect.error(&e),
         };
         metrics.overhead(ledger.endpoint, ledger.started.elapsed(), upstream_time);
-        send_all(&tx, events).await;
+        send_all(&tx, events, limits.client_write).await;
         return;
+    }
+}
+
+/// The client left or stopped reading: it is billed for the tokens it was given.
+async fn cancelled<S>(ledger: &Ledger, reader: SseReader<S>, (input_tokens, output_tokens): (u32, u32)) {
+    // Dropping the reader closes the worker connection, freeing its slot.
+    drop(reader);
+    if let Err(e) = ledger.record_delivered(Outcome::Cancelled { input_tokens, output_tokens }).await {
+        tracing::error!(request_id = %ledger.request_id, error = %e, "cancelled stream not recorded");
     }
 }
 
@@ -167,7 +189,7 @@ async fn fail(ledger: &Ledger, metered: &Metered, dialect: &mut impl Dialect, tx
     if let Err(e) = ledger.record_delivered(metered.failed()).await {
         tracing::error!(request_id = %ledger.request_id, error = %e, "failed stream not recorded");
     }
-    send_all(tx, dialect.error(&ApiError::UpstreamFailed(why.to_owned()))).await;
+    send_all(tx, dialect.error(&ApiError::UpstreamFailed(why.to_owned())), CLIENT_ERROR_WAIT).await;
 }
 
 /// OpenAI chat chunks, passed through with the gateway's id; usage only when the client asked.
@@ -190,10 +212,10 @@ impl Dialect for ChatChunks {
         vec![data_event(&chunk.to_string())]
     }
 
-    fn complete(&mut self, mut usage_chunk: Value, cost: Decimal) -> Vec<Bytes> {
+    fn complete(&mut self, usage_chunk: Value, cost: Decimal) -> Vec<Bytes> {
         let mut events = Vec::new();
         if self.include_usage {
-            events.push(data_event(&json_with_cost(&mut usage_chunk, cost)));
+            events.push(data_event(&json_with_cost(&usage_chunk, cost)));
         }
         events.push(data_event("[DONE]"));
         events

@@ -118,12 +118,12 @@ impl Dialect for MessageEvents {
         let mut events = Vec::new();
         self.start_message(&mut events);
         self.close_block(&mut events);
-        let mut delta = json!({
+        let delta = json!({
             "type": "message_delta",
             "delta": {"stop_reason": stop_reason(&self.finish_reason, self.stop_sequence.as_deref()), "stop_sequence": self.stop_sequence},
             "usage": {"input_tokens": usage["prompt_tokens"], "output_tokens": usage["completion_tokens"]},
         });
-        let text = json_with_cost(&mut delta, cost);
+        let text = json_with_cost(&delta, cost);
         events.push(Bytes::from(format!("event: message_delta\ndata: {text}\n\n")));
         events.push(Self::event("message_stop", json!({})));
         events

@@ -30,8 +30,8 @@ pub async fn create(state: &AppState, caller: Caller, request: Value) -> Result<
         return Ok(completions::stream::relay(ledger, upstream, events::MessageEvents::new(id, model)));
     }
     let (ledger, answer, cost) = finish_whole(state, prepared).await?;
-    let mut message = object::message(&id, &model, &answer);
-    let mut http = json_response(json_with_cost(&mut message, cost));
+    let message = object::message(&id, &model, &answer);
+    let mut http = json_response(json_with_cost(&message, cost));
     with_request_id(&mut http, &ledger.request_id);
     Ok(http)
 }

@@ -39,7 +39,9 @@ error_responses! {
     PayloadTooLarge(ErrorBody);
     /// `request_timeout`: the request body did not arrive within `--body-read-timeout-ms` (30 s by default).
     RequestTimeout(ErrorBody);
-    /// `idempotency_key_reused`: this `Idempotency-Key` came with another body before.
+    /// `idempotency_key_reused`: this `Idempotency-Key` came with another body before; or
+    /// `idempotent_answer_not_stored`: the request with this key ran and was delivered once, but its answer
+    /// was larger than the gateway keeps (`RUNAII_IDEMPOTENCY_MAX_STORED_BYTES`), so it is not run again.
     IdempotencyKeyReused(ErrorBody) [("x-should-retry" = String, description = "`false`")];
     /// `rate_limit_exceeded`: the key's requests or tokens per minute are spent (`type` says which).
     RateLimited(ErrorBody) [
@@ -68,7 +70,8 @@ error_responses! {
     MessagesPayloadTooLarge(AnthropicError);
     /// `invalid_request_error`: the request body did not arrive within the gateway's deadline.
     MessagesRequestTimeout(AnthropicError);
-    /// `invalid_request_error`: this `Idempotency-Key` came with another body before.
+    /// `invalid_request_error`: this `Idempotency-Key` came with another body before, or its request ran
+    /// once and its answer was too large to keep for replay.
     MessagesIdempotencyKeyReused(AnthropicError) [("x-should-retry" = String, description = "`false`")];
     /// `rate_limit_error`: the key's requests or tokens per minute are spent.
     MessagesRateLimited(AnthropicError) [

@@ -125,19 +125,6 @@ pub async fn serve() -> Response {
     ([(header::CONTENT_TYPE, "application/json")], JSON.as_str()).into_response()
 }
 
-/// Prometheus metrics: documented here so the handler in `metrics` stays about metrics.
-#[utoipa::path(
-    get,
-    path = "/metrics",
-    tag = "service",
-    operation_id = "metrics",
-    security(()),
-    responses((status = 200, description = "Prometheus text exposition (version 0.0.4): requests, tokens, exact cost, \
-latencies, gateway overhead, schema refusals, worker load; see docs/operations.md", body = String, content_type = "text/plain"))
-)]
-#[expect(dead_code, reason = "documents `metrics::render`; never called")]
-pub(crate) fn metrics() {}
-
 /// Liveness: the route is a closure in the router, so its documentation lives here.
 #[utoipa::path(
     get,

@@ -24,7 +24,9 @@ pub struct MessagesSse(pub String);
 
 /// Puts the event schemas in place of the placeholders of a serialized document.
 pub fn describe(doc: &mut Value) {
-    let Some(schemas) = doc.pointer_mut("/components/schemas").and_then(Value::as_object_mut) else { return };
+    let Some(schemas) = doc.pointer_mut("/components/schemas").and_then(Value::as_object_mut) else {
+        return;
+    };
     for (name, schema) in [("ChatCompletionsSse", chat_event()), ("ResponsesSse", responses_event()), ("MessagesSse", messages_event())] {
         if let Some(slot) = schemas.get_mut(name) {
             *slot = schema;

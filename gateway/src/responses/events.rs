@@ -65,7 +65,9 @@ impl Dialect for ResponseEvents {
         if choice["finish_reason"] == "length" {
             self.cut = true;
         }
-        let Some(delta) = choice["delta"]["content"].as_str().filter(|d| !d.is_empty()) else { return Vec::new() };
+        let Some(delta) = choice["delta"]["content"].as_str().filter(|d| !d.is_empty()) else {
+            return Vec::new();
+        };
         let delta = delta.to_owned();
         self.text.push_str(&delta);
         let mut events = self.announce();
@@ -89,8 +91,8 @@ impl Dialect for ResponseEvents {
         let status = if self.cut { "incomplete" } else { "completed" };
         let item = self.shell.message(&text, status);
         events.push(self.event("response.output_item.done", json!({"output_index": 0, "item": item})));
-        let mut response = self.shell.response(Some((&text, self.cut, &usage_chunk["usage"])));
-        let response_text = json_with_cost(&mut response, cost);
+        let response = self.shell.response(Some((&text, self.cut, &usage_chunk["usage"])));
+        let response_text = json_with_cost(&response, cost);
         let kind = if self.cut { "response.incomplete" } else { "response.completed" };
         let sequence = self.sequence;
         self.sequence += 1;

@@ -31,8 +31,8 @@ pub async fn create(state: &AppState, caller: Caller, request: Value) -> Result<
     let choice = &answer["choices"][0];
     let text = choice["message"]["content"].as_str().unwrap_or_default();
     let cut = choice["finish_reason"] == "length";
-    let mut response = shell.response(Some((text, cut, &answer["usage"])));
-    let mut http = json_response(json_with_cost(&mut response, cost));
+    let response = shell.response(Some((text, cut, &answer["usage"])));
+    let mut http = json_response(json_with_cost(&response, cost));
     with_request_id(&mut http, &ledger.request_id);
     Ok(http)
 }

@@ -1,47 +1,59 @@
-//! Reading request bodies under a deadline and a size limit, before any route sees them.
+//! Request bodies arrive under a deadline and a size limit, and are read only by the handler that needs
+//! them: after its credential was checked, so a client without a valid key cannot make the gateway
+//! buffer megabytes (it gets its 401 while its body is still on the wire).
 //!
 //! A client that sends headers and then trickles its body (or stops) would otherwise hold a connection,
-//! a task and a growing buffer for as long as it likes. The whole body is read here, within
-//! `body_read_timeout_ms`, at most `max_body_bytes`; routes then get it from memory.
+//! a task and a growing buffer for as long as it likes: the body's frames stop arriving
+//! `body_read_timeout_ms` after the request did, and the size limit is axum's `DefaultBodyLimit`.
 
+use std::future::Future as _;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
-use axum::body::Body;
+use axum::body::{Body, Bytes, HttpBody};
 use axum::extract::{Request, State};
 use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
+use http_body::{Frame, SizeHint};
+use tokio::time::Sleep;
 
-use crate::error::ApiError;
+use crate::extract::BodyDeadline;
 use crate::state::AppState;
 
 pub(super) async fn read_in_time(State(state): State<AppState>, request: Request, next: Next) -> Response {
-    let limit = state.settings.max_body_bytes;
     let timeout_ms = state.settings.body_read_timeout_ms;
-    let anthropic = request.uri().path().starts_with("/v1/messages");
     let (parts, body) = request.into_parts();
-    let error = match tokio::time::timeout(Duration::from_millis(timeout_ms), axum::body::to_bytes(body, limit)).await {
-        Ok(Ok(bytes)) => return next.run(Request::from_parts(parts, Body::from(bytes))).await,
-        Err(_) => ApiError::BodyTimeout(timeout_ms),
-        Ok(Err(e)) if over_limit(&e) => ApiError::PayloadTooLarge(limit),
-        Ok(Err(e)) => ApiError::InvalidJson(format!("the request body could not be read: {e}")),
-    };
-    let response = error.into_response();
-    // Errors of the Messages dialect go out in Anthropic's shape, as the route's own would.
-    if anthropic {
-        crate::messages::errors::rewrite(response).await
-    } else {
-        response
-    }
+    let expires = Box::pin(tokio::time::sleep(Duration::from_millis(timeout_ms)));
+    next.run(Request::from_parts(parts, Body::new(Deadline { inner: body, expires, timeout_ms }))).await
 }
 
-/// Whether reading stopped at the size limit (http-body's `LengthLimitError`, somewhere in the chain).
-fn over_limit(error: &axum::Error) -> bool {
-    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error);
-    while let Some(e) = source {
-        if e.to_string() == "length limit exceeded" {
-            return true;
+/// A body that fails with [`BodyDeadline`] once its time is up.
+struct Deadline {
+    inner: Body,
+    expires: Pin<Box<Sleep>>,
+    timeout_ms: u64,
+}
+
+impl HttpBody for Deadline {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
+        if let Poll::Ready(frame) = Pin::new(&mut self.inner).poll_frame(cx) {
+            return Poll::Ready(frame);
         }
-        source = e.source();
+        if self.expires.as_mut().poll(cx).is_ready() {
+            return Poll::Ready(Some(Err(axum::Error::new(BodyDeadline(self.timeout_ms)))));
+        }
+        Poll::Pending
     }
-    false
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
 }

@@ -5,7 +5,7 @@ use std::future::Future;
 
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use serde_json::Value;
 
@@ -70,10 +70,7 @@ where
 
 /// The body, with the gateway's error for one too large.
 fn raw_body(state: &AppState, body: Result<Bytes, BytesRejection>) -> Result<Bytes, ApiError> {
-    body.map_err(|r| match r.status() {
-        StatusCode::PAYLOAD_TOO_LARGE => ApiError::PayloadTooLarge(state.settings.max_body_bytes),
-        _ => ApiError::InvalidJson(r.body_text()),
-    })
+    body.map_err(|r| crate::extract::body_error(&r, state.settings.max_body_bytes))
 }
 
 fn json(raw: &[u8]) -> Result<Value, ApiError> {

@@ -5,6 +5,7 @@ mod body;
 mod chat;
 mod inference;
 mod messages;
+mod metrics;
 mod models;
 mod responses;
 
@@ -27,7 +28,7 @@ use crate::state::AppState;
     messages::create,
     account::get,
     crate::openapi::health,
-    crate::openapi::metrics,
+    metrics::scrape,
     crate::openapi::serve,
 ))]
 pub struct PublicApi;
@@ -47,7 +48,7 @@ pub fn router(state: AppState) -> Router {
         )
         .merge(crate::admin::router())
         .route("/health", get(|| async { "ok" }))
-        .route("/metrics", get(crate::metrics::render))
+        .route("/metrics", get(metrics::scrape))
         .route("/openapi.json", get(crate::openapi::serve))
         .fallback(|| async { ApiError::NoRoute })
         .layer(DefaultBodyLimit::max(limit))
@@ -55,5 +56,15 @@ pub fn router(state: AppState) -> Router {
         .layer(middleware::from_fn(crate::request_id::stamp))
         .layer(middleware::from_fn(crate::metrics::track))
         .layer(middleware::from_fn(runaii_telemetry::trace_requests))
+        .with_state(state)
+}
+
+/// The private listener (`RUNAII_METRICS_ADDR`): `/metrics` without a token, and `/health`, for
+/// Prometheus and probes on the cluster network. Never expose it through the public load balancer.
+pub fn private_router(state: AppState) -> Router {
+    Router::new()
+        .route("/metrics", get(crate::metrics::render))
+        .route("/health", get(|| async { "ok" }))
+        .fallback(|| async { ApiError::NoRoute })
         .with_state(state)
 }

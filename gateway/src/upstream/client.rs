@@ -25,6 +25,16 @@ pub struct Upstream {
     pub worker: String,
     /// When the request went to this worker: the gateway's overhead is measured against it.
     pub sent: Instant,
+    pub limits: Limits,
+}
+
+/// How long either end of an answer may keep it waiting.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// The worker's silence once its answer has begun.
+    pub worker_idle: Duration,
+    /// A streaming client leaving the next chunk untaken.
+    pub client_write: Duration,
 }
 
 /// Tries at most this many workers for one request.
@@ -48,6 +58,10 @@ pub async fn send(state: &AppState, model: &str, body: &Value, request_id: &str)
         return Err(ApiError::NoReadyWorker(model.to_owned()));
     }
     let timeout = Duration::from_millis(state.settings.workers.worker_headers_timeout_ms);
+    let limits = Limits {
+        worker_idle: Duration::from_millis(state.settings.workers.worker_idle_timeout_ms),
+        client_write: Duration::from_millis(state.settings.client_write_timeout_ms),
+    };
     let mut all_busy = true;
     let mut last_failure = String::new();
     for worker in workers.iter().take(ATTEMPTS) {
@@ -57,7 +71,7 @@ pub async fn send(state: &AppState, model: &str, body: &Value, request_id: &str)
                 // A full queue is load, not failure, and nothing ran: try the next worker.
                 tracing::info!(%request_id, worker = %worker.url, "worker at capacity; trying another");
             }
-            Attempt::Answered(response) => return Ok(Upstream { response, worker: worker.url.clone(), sent: started }),
+            Attempt::Answered(response) => return Ok(Upstream { response, worker: worker.url.clone(), sent: started, limits }),
             Attempt::NotDelivered(detail) => {
                 all_busy = false;
                 tracing::warn!(%request_id, worker = %worker.url, %detail, "worker unreachable; trying another");

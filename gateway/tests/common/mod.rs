@@ -43,6 +43,8 @@ pub struct TestApp {
     pub key: String,
     pub tenant: String,
     pub tenant_id: uuid::Uuid,
+    /// The private metrics listener, when the test configured one.
+    pub metrics_base: Option<String>,
 }
 
 /// The admin JWT secret of test gateways.
@@ -57,8 +59,10 @@ pub fn test_settings(database_url: String) -> Settings {
         db: DbArgs { database_url, db_max_connections: 4 },
         redis_url: "redis://127.0.0.1:6379".into(),
         listen: "127.0.0.1:0".parse().unwrap(),
+        metrics_listen: None,
         max_body_bytes: 1024 * 1024,
         body_read_timeout_ms: 10_000,
+        client_write_timeout_ms: 30_000,
         key_cache_ms: 300,
         probe_ms: 300,
         limits: LimitArgs {
@@ -66,6 +70,7 @@ pub fn test_settings(database_url: String) -> Settings {
             default_tpm: 10_000_000,
             on_redis_failure: RedisFailure::Open,
             idempotency_ttl_hours: 24,
+            idempotency_max_stored_bytes: 8 * 1024 * 1024,
             hold_expiry_s: 7200,
             replica_heartbeat_ms: 500,
             replica_timeout_ms: 30_000,
@@ -76,6 +81,7 @@ pub fn test_settings(database_url: String) -> Settings {
             worker_secret: Some(runaii_testkit::WORKER_SECRET.into()),
             registry_refresh_ms: 200,
             worker_headers_timeout_ms: 300_000,
+            worker_idle_timeout_ms: 60_000,
         },
     }
 }
@@ -110,8 +116,9 @@ pub async fn spawn_app_on(server: &str, configure: impl FnOnce(&mut Settings)) -
     configure(&mut settings);
     let app = Application::build(settings).await.unwrap();
     let base = format!("http://127.0.0.1:{}", app.port().unwrap());
+    let metrics_base = app.metrics_port().map(|p| format!("http://127.0.0.1:{p}"));
     tokio::spawn(app.run());
-    TestApp { base, db, key, tenant, tenant_id }
+    TestApp { base, db, key, tenant, tenant_id, metrics_base }
 }
 
 /// Test binaries run one after another: the first test of each drops the databases earlier runs left.
