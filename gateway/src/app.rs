@@ -66,9 +66,14 @@ impl Application {
                 }
             });
         }
+        let tasks = self.state.tasks.clone();
         axum::serve(self.listener.tap_io(no_delay), routes::router(self.state))
             .with_graceful_shutdown(runaii_wire::shutdown::signal())
             .await?;
+        // The HTTP exchanges have ended; work that outlived them (a client that left a stream or a whole
+        // answer, an idempotent answer being stored) still records what it cost.
+        tasks.close();
+        drain(&tasks).await;
         // The requests have ended and settled their holds: stop saying this replica is alive, then leave,
         // so the others do not wait for its row to go stale.
         let _ = stop_heartbeat.send(());
@@ -77,6 +82,14 @@ impl Application {
             tracing::warn!(error = %e, "replica row not removed; the others will forget it when it goes stale");
         }
         Ok(())
+    }
+}
+
+/// Waits for the tracked tasks, saying how many are left every few seconds. The orchestrator's kill
+/// bounds the wait; the holds of work cut that way are released by the other replicas.
+async fn drain(tasks: &tokio_util::task::TaskTracker) {
+    while tokio::time::timeout(std::time::Duration::from_secs(5), tasks.wait()).await.is_err() {
+        tracing::info!(left = tasks.len(), "shutting down: waiting for requests to record their cost");
     }
 }
 

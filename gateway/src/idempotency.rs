@@ -92,7 +92,7 @@ pub async fn run_claimed<F>(state: AppState, claim: Claim, work: F) -> Response
 where
     F: std::future::Future<Output = Response> + Send + 'static,
 {
-    let task = tokio::spawn(
+    let task = state.tasks.clone().spawn(
         async move {
             let response = work.await;
             settle(state, claim, response).await
@@ -141,7 +141,7 @@ fn tee_stream(state: AppState, claim: Claim, response: Response, content_type: S
     let (tx, rx) = mpsc::channel::<Result<Bytes, std::io::Error>>(64);
     let (cap, client_write) =
         (state.settings.limits.idempotency_max_stored_bytes, Duration::from_millis(state.settings.client_write_timeout_ms));
-    tokio::spawn(async move {
+    state.tasks.clone().spawn(async move {
         let mut stream = body.into_data_stream();
         let mut stored = Vec::new();
         let mut too_large = false;

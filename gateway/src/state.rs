@@ -27,6 +27,9 @@ pub struct AppState {
     /// This process's id among the gateway replicas: credit holds name it, so that if the process dies the
     /// other replicas release them (see `db::replicas`).
     pub replica_id: uuid::Uuid,
+    /// Work that outlives its HTTP exchange (a stream's relay, a request whose client left, an idempotent
+    /// answer being stored): graceful shutdown waits for it, so no answer goes unrecorded.
+    pub tasks: tokio_util::task::TaskTracker,
 }
 
 impl AppState {
@@ -48,6 +51,7 @@ impl AppState {
             http,
             settings: Arc::new(settings),
             replica_id: uuid::Uuid::now_v7(),
+            tasks: tokio_util::task::TaskTracker::new(),
         })
     }
 }

@@ -1,6 +1,7 @@
 //! A gateway replica that dies leaves no credit hold stuck: a real `runaii-gateway serve` process is killed
 //! (SIGKILL) in the middle of a stream, and another replica on the same database releases that request's
-//! hold once the dead one's heartbeat is stale — and touches no other hold.
+//! hold once the dead one's heartbeat is stale — and touches no other hold. A replica stopped with SIGTERM
+//! first lets the work of clients that already left record its cost.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -9,7 +10,7 @@ mod common;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{spawn_app_with, MODEL};
+use common::{spawn_app, spawn_app_with, MODEL};
 use rust_decimal::Decimal;
 use serde_json::json;
 use uuid::Uuid;
@@ -29,6 +30,31 @@ impl Drop for Gateway {
 
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// The real `runaii-gateway serve` binary on the test's database, with `env` added; waits until it answers.
+async fn spawn_binary(app: &common::TestApp, env: &[(&str, &str)]) -> (Gateway, String) {
+    let database = app.db.connect_options().get_database().unwrap().to_owned();
+    let port = free_port();
+    let child = Command::new(env!("CARGO_BIN_EXE_runaii-gateway"))
+        .arg("serve")
+        .env("DATABASE_URL", format!("postgres://postgres@127.0.0.1:5432/{database}"))
+        .env("RUNAII_GATEWAY_ADDR", format!("127.0.0.1:{port}"))
+        .env("RUNAII_WORKER_SECRET", runaii_testkit::WORKER_SECRET)
+        .envs(env.iter().copied())
+        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let gateway = Gateway(child);
+    let base = format!("http://127.0.0.1:{port}");
+    let started = Instant::now();
+    while common::client().get(format!("{base}/health")).send().await.is_err() {
+        assert!(started.elapsed() < Duration::from_secs(30), "the gateway binary did not start");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    (gateway, base)
 }
 
 async fn replicas(db: &sqlx::PgPool) -> Vec<Uuid> {
@@ -61,26 +87,7 @@ async fn a_killed_replicas_holds_are_released_by_another_within_the_timeout() {
     .unwrap();
 
     // A second replica: the real binary, on the same database.
-    let database = app.db.connect_options().get_database().unwrap().to_owned();
-    let port = free_port();
-    let child = Command::new(env!("CARGO_BIN_EXE_runaii-gateway"))
-        .arg("serve")
-        .env("DATABASE_URL", format!("postgres://postgres@127.0.0.1:5432/{database}"))
-        .env("RUNAII_GATEWAY_ADDR", format!("127.0.0.1:{port}"))
-        .env("RUNAII_REPLICA_HEARTBEAT_MS", "200")
-        .env("RUNAII_WORKER_SECRET", runaii_testkit::WORKER_SECRET)
-        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    let mut doomed = Gateway(child);
-    let base = format!("http://127.0.0.1:{port}");
-    let started = Instant::now();
-    while common::client().get(format!("{base}/health")).send().await.is_err() {
-        assert!(started.elapsed() < Duration::from_secs(30), "the gateway binary did not start");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let (mut doomed, base) = spawn_binary(&app, &[("RUNAII_REPLICA_HEARTBEAT_MS", "200")]).await;
     let doomed_replica = *replicas(&app.db).await.iter().find(|id| **id != live_replica).expect("the binary registered");
 
     // A long stream through it; once the first chunk arrives the hold is taken.
@@ -134,4 +141,38 @@ async fn a_killed_replicas_holds_are_released_by_another_within_the_timeout() {
         sqlx::query_scalar("SELECT reserved FROM tenants WHERE id = $1").bind(other).fetch_one(&app.db).await.unwrap();
     assert_eq!(other_reserved, d("0.03"));
     assert_eq!(replicas(&app.db).await, [live_replica]);
+}
+
+/// SIGTERM lets the work that outlived its HTTP exchange finish: a request whose client already left is
+/// still recorded, with its hold settled, before the process exits and its replica row goes.
+#[tokio::test]
+async fn graceful_shutdown_waits_for_work_whose_client_left() {
+    let app = spawn_app().await;
+    let (mut gateway, base) = spawn_binary(&app, &[]).await;
+    let body = runaii_testkit::long_answer_request(60, 200, false);
+    let request = common::client().post(format!("{base}/v1/chat/completions")).bearer_auth(&app.key).json(&body).send();
+    // The client gives up once the request is running (its hold is taken), long before the answer.
+    let started = Instant::now();
+    let running = tokio::spawn(request);
+    loop {
+        let holds: i64 = sqlx::query_scalar("SELECT count(*) FROM credit_holds").fetch_one(&app.db).await.unwrap();
+        if holds == 1 {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(30), "the request never took its hold");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    running.abort();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let status = Command::new("kill").args(["-TERM", &gateway.0.id().to_string()]).status().unwrap();
+    assert!(status.success());
+    let exited = tokio::task::spawn_blocking(move || gateway.0.wait().unwrap());
+    let exit = tokio::time::timeout(Duration::from_secs(120), exited).await.expect("the gateway never exited").unwrap();
+    assert!(exit.success(), "{exit:?}");
+
+    let rows = app.cost_rows().await;
+    assert_eq!(rows.len(), 1, "the request whose client left was recorded before the exit: {rows:?}");
+    assert_eq!(rows[0].1, "succeeded", "{rows:?}");
+    let holds: i64 = sqlx::query_scalar("SELECT count(*) FROM credit_holds").fetch_one(&app.db).await.unwrap();
+    assert_eq!(holds, 0, "its hold was settled, not left for another replica to release");
 }

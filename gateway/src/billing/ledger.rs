@@ -63,6 +63,8 @@ pub struct Ledger {
     pub started: Instant,
     /// Takes the tokens used from the key's per-minute budget once the request ends.
     pub limiter: Arc<Limiter>,
+    /// Where the request's detached work runs (see `AppState::tasks`).
+    pub tasks: tokio_util::task::TaskTracker,
 }
 
 /// How long the record of an answer already delivered is retried before it is given up (and logged).
@@ -132,7 +134,7 @@ impl Ledger {
         let tokens = u64::from(input_tokens) + u64::from(output_tokens);
         if tokens > 0 {
             let (limiter, key_id, limits) = (Arc::clone(&self.limiter), self.caller.key_id, self.caller.limits);
-            tokio::spawn(async move { limiter.spend(key_id, limits, tokens).await });
+            self.tasks.spawn(async move { limiter.spend(key_id, limits, tokens).await });
         }
         Ok(cost)
     }

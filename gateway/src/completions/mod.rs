@@ -95,6 +95,7 @@ pub async fn prepare(
         endpoint,
         started: crate::metrics::arrived(),
         limiter: Arc::clone(&state.limiter),
+        tasks: state.tasks.clone(),
     };
     Ok(Prepared { ledger, body, stream: request.stream, include_usage: request.include_usage() })
 }
@@ -135,7 +136,7 @@ pub async fn open(state: &AppState, prepared: Prepared) -> Result<(Ledger, Upstr
 /// As [`open`], or 503 when the cost record cannot be written (the answer is then not served).
 pub async fn finish_whole(state: &AppState, prepared: Prepared) -> Result<(Ledger, Value, Decimal), ApiError> {
     let state = state.clone();
-    let task = tokio::spawn(
+    let task = state.tasks.clone().spawn(
         async move {
             let sent = Instant::now();
             let (ledger, upstream) = open(&state, prepared).await?;

@@ -59,7 +59,8 @@ pub fn relay(ledger: Ledger, upstream: Upstream, dialect: impl Dialect) -> Respo
     let (tx, rx) = mpsc::channel(64);
     let request_id = ledger.request_id.clone();
     // In the request's span: the trace then covers the stream to its end and its cost record.
-    tokio::spawn(run(ledger, upstream, dialect, tx).in_current_span());
+    let tasks = ledger.tasks.clone();
+    tasks.spawn(run(ledger, upstream, dialect, tx).in_current_span());
     let mut response =
         ([(header::CONTENT_TYPE, "text/event-stream"), (header::CACHE_CONTROL, "no-cache")], Body::from_stream(ReceiverStream::new(rx)))
             .into_response();
