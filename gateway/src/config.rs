@@ -3,6 +3,7 @@
 use std::net::SocketAddr;
 
 use clap::{Args, Parser, Subcommand};
+use runaii_wire::worker_auth::SecretText;
 
 #[derive(Debug, Parser)]
 #[command(name = "runaii-gateway", about = "Authenticated OpenAI-compatible gateway in front of runaii workers")]
@@ -93,8 +94,9 @@ pub enum Command {
 
 #[derive(Debug, Clone, Args)]
 pub struct DbArgs {
-    #[arg(long, env = "DATABASE_URL", default_value = "postgres://postgres@127.0.0.1:5432/runaii")]
-    pub database_url: String,
+    /// May hold a password: never printed (`Debug` redacts it).
+    #[arg(long, env = "DATABASE_URL", default_value = "postgres://postgres@127.0.0.1:5432/runaii", hide_env_values = true)]
+    pub database_url: SecretText,
     /// Connections this process may hold; replicas × this must stay under Postgres' max_connections.
     #[arg(long, env = "RUNAII_DB_MAX_CONNECTIONS", default_value_t = 16)]
     pub db_max_connections: u32,
@@ -104,8 +106,9 @@ pub struct DbArgs {
 pub struct Settings {
     #[command(flatten)]
     pub db: DbArgs,
-    #[arg(long, env = "REDIS_URL", default_value = "redis://127.0.0.1:6379")]
-    pub redis_url: String,
+    /// May hold a password: never printed (`Debug` redacts it).
+    #[arg(long, env = "REDIS_URL", default_value = "redis://127.0.0.1:6379", hide_env_values = true)]
+    pub redis_url: SecretText,
     #[arg(long, env = "RUNAII_GATEWAY_ADDR", default_value = "127.0.0.1:8080")]
     pub listen: SocketAddr,
     /// A second, private listener serving `/metrics` without a token (and `/health`), for Prometheus on
@@ -148,7 +151,7 @@ pub struct WorkerArgs {
     pub worker_secret_file: Option<std::path::PathBuf>,
     /// The secret itself, for development and tests; the file is preferred (it can be rotated).
     #[arg(long, env = "RUNAII_WORKER_SECRET", hide_env_values = true)]
-    pub worker_secret: Option<runaii_wire::worker_auth::SecretText>,
+    pub worker_secret: Option<SecretText>,
     /// How often the registry of announced workers is read from Redis, in milliseconds.
     #[arg(long, env = "RUNAII_REGISTRY_REFRESH_MS", default_value_t = 1000)]
     pub registry_refresh_ms: u64,
@@ -221,5 +224,34 @@ impl std::fmt::Debug for AdminArgs {
             .field("admin_jwt_secret", &self.admin_jwt_secret.as_ref().map(|_| "<redacted>"))
             .field("admin_jwt_public_key", &self.admin_jwt_public_key)
             .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Settings are logged at start: no credential in them may reach the log.
+    #[test]
+    fn debug_never_prints_credentials() {
+        let cli = Cli::try_parse_from([
+            "runaii-gateway",
+            "serve",
+            "--database-url",
+            "postgres://runaii:db-password-1@db:5432/runaii",
+            "--redis-url",
+            "redis://:redis-password-2@redis:6379",
+            "--worker-secret",
+            "worker-secret-3-of-at-least-32-bytes!!",
+            "--admin-jwt-secret",
+            "jwt-secret-4",
+        ])
+        .unwrap();
+        let printed = format!("{cli:?}");
+        for secret in ["db-password-1", "redis-password-2", "worker-secret-3", "jwt-secret-4"] {
+            assert!(!printed.contains(secret), "{secret} printed: {printed}");
+        }
+        let Command::Serve(settings) = cli.command else { panic!("serve") };
+        assert_eq!(settings.db.database_url.expose(), "postgres://runaii:db-password-1@db:5432/runaii");
     }
 }

@@ -39,7 +39,7 @@ impl AppState {
         let admin = Verifier::from_args(&settings.admin)?.map(Arc::new);
         let db = crate::db::connect(&settings.db).await?;
         let http = reqwest::Client::builder().connect_timeout(Duration::from_secs(2)).pool_idle_timeout(Duration::from_secs(30)).build()?;
-        let redis = Arc::new(RedisLink::new(&settings.redis_url).await?);
+        let redis = Arc::new(RedisLink::new(settings.redis_url.expose()).await?);
         let secrets = settings.workers.secrets()?;
         Ok(Self {
             keys: Arc::new(KeyCache::new(Duration::from_millis(settings.key_cache_ms))),

@@ -121,7 +121,7 @@ async fn redis_restarted_mid_run_fail_closed_then_recovers() {
     let mut redis = PrivateRedis::start(runaii_testkit::free_port());
     let url = redis.url();
     let app = spawn_app_with(|s| {
-        s.redis_url = url;
+        s.redis_url = url.into();
         s.limits.on_redis_failure = RedisFailure::Closed;
     })
     .await;
@@ -155,7 +155,7 @@ async fn redis_down_fail_open_serves_without_limits() {
     let mut redis = PrivateRedis::start(runaii_testkit::free_port());
     let url = redis.url();
     let app = spawn_app_with(|s| {
-        s.redis_url = url;
+        s.redis_url = url.into();
         s.limits.on_redis_failure = RedisFailure::Open;
     })
     .await;

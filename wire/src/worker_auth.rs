@@ -74,6 +74,12 @@ impl From<&str> for SecretText {
     }
 }
 
+impl From<String> for SecretText {
+    fn from(s: String) -> Self {
+        Self(s)
+    }
+}
+
 /// The secrets in force: the first signs and sends, all are accepted. Never printed.
 struct Keys {
     secrets: Vec<Vec<u8>>,

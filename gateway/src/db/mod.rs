@@ -25,6 +25,6 @@ pub async fn connect(args: &crate::config::DbArgs) -> Result<PgPool, sqlx::Error
         .max_connections(args.db_max_connections)
         // Fail fast when Postgres is down: the gateway answers 503 rather than hanging.
         .acquire_timeout(Duration::from_secs(2))
-        .connect(&args.database_url)
+        .connect(args.database_url.expose())
         .await
 }

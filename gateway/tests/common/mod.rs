@@ -56,7 +56,7 @@ pub const TEST_CREDIT: &str = "100";
 /// Gateway settings a test may change before [`spawn_app_with`] builds it.
 pub fn test_settings(database_url: String) -> Settings {
     Settings {
-        db: DbArgs { database_url, db_max_connections: 4 },
+        db: DbArgs { database_url: database_url.into(), db_max_connections: 4 },
         redis_url: "redis://127.0.0.1:6379".into(),
         listen: "127.0.0.1:0".parse().unwrap(),
         metrics_listen: None,
