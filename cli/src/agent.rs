@@ -25,6 +25,8 @@ pub struct TurnOptions {
     /// OpenAI Agents SDK resets it, unless `keep_tool_choice`.
     pub tool_choice: Option<ToolChoice>,
     pub keep_tool_choice: bool,
+    /// `parallel_tool_calls: false`: at most one call per answer.
+    pub one_call_per_answer: bool,
     pub max_tool_rounds: u32,
     /// Each request's usage and cost on stderr.
     pub verbose: bool,
@@ -94,6 +96,8 @@ pub async fn turn(
             tool_choice: choice
                 .filter(|_| !toolbox.is_empty())
                 .map(ToolChoice::to_json),
+            parallel_tool_calls: (options.one_call_per_answer && !toolbox.is_empty())
+                .then_some(false),
         };
         let answer = ask(gateway, &request, options.stream, stdout).await?;
         if let Some(usage) = answer.usage {

@@ -126,6 +126,9 @@ pub struct ToolArgs {
     /// Send --tool-choice on every request of a turn, not only the first
     #[arg(long, requires = "tool_choice")]
     pub keep_tool_choice: bool,
+    /// At most one call per answer (`parallel_tool_calls: false`)
+    #[arg(long)]
+    pub no_parallel_tool_calls: bool,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, ValueEnum)]

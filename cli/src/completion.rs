@@ -106,6 +106,8 @@ pub struct ChatRequest<'a> {
     pub tools: &'a [Value],
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tool_choice: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub parallel_tool_calls: Option<bool>,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
@@ -310,9 +312,8 @@ mod tests {
         let mut answer = Answer::default();
         let mut printed = String::new();
         for c in chunks {
-            let chunk: Chunk = serde_json::from_str(c).unwrap_or_else(|e| unreachable!("{c}: {e}"));
-            apply(&mut answer, chunk, &mut |t| printed.push_str(t))
-                .unwrap_or_else(|e| unreachable!("{e}"));
+            let chunk: Chunk = serde_json::from_str(c).unwrap();
+            apply(&mut answer, chunk, &mut |t| printed.push_str(t)).unwrap();
         }
         (answer, printed)
     }
@@ -372,7 +373,7 @@ mod tests {
     fn an_error_event_fails_the_stream() {
         let mut answer = Answer::default();
         let chunk: Chunk = serde_json::from_str(r#"{"error":{"message":"worker died","type":"server_error","param":null,"code":"upstream_error"}}"#)
-            .unwrap_or_else(|e| unreachable!("{e}"));
+            .unwrap();
         assert!(
             matches!(apply(&mut answer, chunk, &mut |_| {}), Err(GatewayError::Status(s)) if s.status == 502)
         );

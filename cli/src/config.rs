@@ -286,14 +286,14 @@ mod tests {
             env = { DEBUG = "1" }
             "#,
         )
-        .unwrap_or_else(|e| unreachable!("{e}"));
+        .unwrap();
         let specs: Vec<ServerSpec> = config
             .mcp
             .servers
             .into_iter()
             .map(|(n, s)| server_spec(n, s))
             .collect::<Result<_, _>>()
-            .unwrap_or_else(|e| unreachable!("{e}"));
+            .unwrap();
         assert_eq!(
             (
                 specs[0].name.as_str(),
@@ -315,8 +315,7 @@ mod tests {
 
     #[test]
     fn flag_servers_are_named_by_position_and_program() {
-        let spec =
-            flag_server(2, "/usr/bin/python3 -u s.py").unwrap_or_else(|e| unreachable!("{e}"));
+        let spec = flag_server(2, "/usr/bin/python3 -u s.py").unwrap();
         assert_eq!(spec.name, "--mcp #2 (python3)");
         assert!(matches!(
             flag_server(1, "python3 'oops"),
@@ -326,7 +325,7 @@ mod tests {
 
     #[test]
     fn secrets_never_print() {
-        let s = Secret::new(" rk-abc \n").unwrap_or_else(|| unreachable!());
+        let s = Secret::new(" rk-abc \n").unwrap();
         assert_eq!(s.expose(), "rk-abc");
         assert!(!format!("{s:?}").contains("abc"));
         assert!(Secret::new("  ").is_none());

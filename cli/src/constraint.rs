@@ -134,7 +134,7 @@ mod tests {
             Some(r#"{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]}"#),
             None,
         )
-        .unwrap_or_else(|e| unreachable!("{e}"));
+        .unwrap();
         let format = c.response_format().cloned().unwrap_or_default();
         assert_eq!(
             (
@@ -167,7 +167,7 @@ mod tests {
             Some(r#"{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]}"#),
             None,
         )
-        .unwrap_or_else(|e| unreachable!("{e}"));
+        .unwrap();
         assert_eq!(c.check(" {\"n\": 3}\n").ok(), Some("{\"n\": 3}"));
         assert!(matches!(
             c.check("{\"n\": \"three\"}"),

@@ -79,7 +79,7 @@ fn gateway_code(e: &GatewayError) -> u8 {
         GatewayError::Transport(_) | GatewayError::Protocol(_) => code::TRANSPORT,
         GatewayError::Status(s) if s.is_schema_refusal() => code::SCHEMA_REFUSED,
         GatewayError::Status(s) => match s.status {
-            401 | 402 | 403 => code::AUTH,
+            401..=403 => code::AUTH,
             408 | 429 => code::TRANSPORT,
             400..=499 => code::REFUSED,
             _ => code::TRANSPORT,

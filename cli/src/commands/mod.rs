@@ -99,6 +99,7 @@ fn turn_options(
         stream,
         tool_choice: tools.tool_choice.as_deref().map(ToolChoice::parse),
         keep_tool_choice: tools.keep_tool_choice,
+        one_call_per_answer: tools.no_parallel_tool_calls,
         max_tool_rounds: tools.max_tool_rounds,
         verbose: context.verbose,
     }

@@ -122,7 +122,7 @@ fn keys_need_an_admin_token_and_manage_the_tenants_keys() {
         .unwrap()
         .clone();
     assert!(
-        secret.starts_with(key["public_id"].as_str().unwrap()),
+        secret.starts_with(&format!("rk-{}-", key["public_id"].as_str().unwrap())),
         "{key}"
     );
 

@@ -1,11 +1,15 @@
-//! The MCP tool loop with a real MCP server process (`cli/examples/mcp_fixture.rs`, which counts its
-//! calls in a file). A forced tool choice makes the small model call it.
+//! The MCP tool loop with a real MCP server process (`cli/examples/mcp_fixture.rs`, which logs its calls
+//! to a file). A forced tool choice makes the small model call it; `--no-parallel-tool-calls` makes
+//! each answer hold exactly one call, so rounds and calls can be counted.
 
 use std::path::{Path, PathBuf};
 
 use crate::run::usage_lines;
 use crate::stack::{closed_port_url, mcp_fixture, runaii, scratch_dir};
 use runaii_testkit::MODEL;
+
+/// Room for one call in the generic format, which the small model pretty-prints.
+const MAX_TOKENS: &str = "100";
 
 /// An `--mcp` value starting the fixture with these arguments, and the file it logs calls to.
 fn fixture(dir: &Path, extra: &str) -> (String, PathBuf) {
@@ -31,25 +35,34 @@ fn tool_lines<'a>(stderr: &'a str, tool: &str) -> Vec<&'a str> {
         .collect()
 }
 
+/// `runaii run` with the flags every loop test shares.
+fn loop_run(prompt: &str, mcp: &str, extra: &[&str]) -> crate::stack::Run {
+    let mut args = vec![
+        "run",
+        MODEL,
+        prompt,
+        "--mcp",
+        mcp,
+        "--no-parallel-tool-calls",
+        "--max-tokens",
+        MAX_TOKENS,
+        "--temperature",
+        "0",
+        "-v",
+    ];
+    args.extend_from_slice(extra);
+    runaii(&args).run()
+}
+
 #[test]
 fn calls_run_on_the_server_and_their_results_go_back_to_the_model() {
     let dir = scratch_dir("mcp-loop");
     let (mcp, log) = fixture(&dir, "--tools count");
-    let run = runaii(&[
-        "run",
-        MODEL,
+    let run = loop_run(
         "Count once, then say done.",
-        "--mcp",
         &mcp,
-        "--tool-choice",
-        "count",
-        "--max-tool-rounds",
-        "3",
-        "--max-tokens",
-        "60",
-        "-v",
-    ])
-    .run();
+        &["--tool-choice", "count", "--max-tool-rounds", "2"],
+    );
     // After the forced first call the model is free: it answers (0) or keeps calling until the limit (9).
     assert!(run.code == 0 || run.code == 9, "{}", run.stderr);
     let made = calls(&log);
@@ -64,38 +77,39 @@ fn calls_run_on_the_server_and_their_results_go_back_to_the_model() {
         "one [tool] line per call the server saw"
     );
     assert!(
-        logged[0].contains(" -> 6 bytes"),
+        logged[0].ends_with(" -> 6 bytes"),
         "`call 1` is 6 bytes: {}",
         logged[0]
     );
-    // Every round's results were sent back: one request more than there were rounds of calls.
-    assert!(usage_lines(&run.stderr).len() >= 2, "{}", run.stderr);
+    // Each round's result was sent back and the model asked again: one request more than rounds.
+    assert_eq!(
+        usage_lines(&run.stderr).len(),
+        made.len() + 1,
+        "{}",
+        run.stderr
+    );
     if run.code == 0 {
         assert!(!run.stdout.trim().is_empty());
     } else {
-        assert!(run.stderr.contains("--max-tool-rounds 3"), "{}", run.stderr);
+        assert!(run.stderr.contains("--max-tool-rounds 2"), "{}", run.stderr);
     }
 }
 
 #[test]
 fn reaching_max_tool_rounds_is_an_error_not_a_silent_stop() {
     let dir = scratch_dir("mcp-rounds");
-    let (mcp, log) = fixture(&dir, "");
-    let run = runaii(&[
-        "run",
-        MODEL,
+    let (mcp, log) = fixture(&dir, "--tools count");
+    let run = loop_run(
         "Count.",
-        "--mcp",
         &mcp,
-        "--tool-choice",
-        "required",
-        "--keep-tool-choice",
-        "--max-tool-rounds",
-        "2",
-        "--max-tokens",
-        "60",
-    ])
-    .run();
+        &[
+            "--tool-choice",
+            "required",
+            "--keep-tool-choice",
+            "--max-tool-rounds",
+            "2",
+        ],
+    );
     assert_eq!(run.code, 9, "{}", run.stderr);
     assert!(
         run.stderr.contains("stopped at --max-tool-rounds 2"),
@@ -103,49 +117,38 @@ fn reaching_max_tool_rounds_is_an_error_not_a_silent_stop() {
         run.stderr
     );
     assert!(run.stdout.is_empty());
-    // Two rounds ran (at least one call each); the third round's calls did not.
-    let made = calls(&log);
-    assert!(made.len() >= 2, "{made:?}");
-    assert_eq!(
-        tool_lines(&run.stderr, "count").len() + tool_lines(&run.stderr, "fail").len(),
-        made.len()
-    );
+    // Two rounds ran; the third answer's call did not.
+    assert_eq!(calls(&log).len(), 2);
+    assert_eq!(tool_lines(&run.stderr, "count").len(), 2);
+    assert_eq!(usage_lines(&run.stderr).len(), 3);
 }
 
 #[test]
 fn a_failing_tool_is_the_models_to_handle() {
     let dir = scratch_dir("mcp-fail");
     let (mcp, log) = fixture(&dir, "");
-    let run = runaii(&[
-        "run",
-        MODEL,
+    let run = loop_run(
         "Try it.",
-        "--mcp",
         &mcp,
-        "--tool-choice",
-        "fail",
-        "--keep-tool-choice",
-        "--max-tool-rounds",
-        "2",
-        "--max-tokens",
-        "60",
-    ])
-    .run();
-    // The tool's error went back as its result and the loop went on to its limit.
+        &[
+            "--tool-choice",
+            "fail",
+            "--keep-tool-choice",
+            "--max-tool-rounds",
+            "1",
+        ],
+    );
+    // The tool's error went back as its result (`error: the disk is on fire`, 26 bytes) and the model was
+    // asked again, rather than the run stopping at the failure.
     assert_eq!(run.code, 9, "{}", run.stderr);
     let logged = tool_lines(&run.stderr, "fail");
     assert!(
-        logged.len() >= 2,
-        "two rounds of at least one call: {}",
-        run.stderr
-    );
-    // `error: the disk is on fire` is 26 bytes.
-    assert!(
-        logged.iter().all(|l| l.ends_with("-> 26 bytes")),
+        logged.len() == 1 && logged[0].ends_with("-> 26 bytes"),
         "{}",
         run.stderr
     );
-    assert_eq!(calls(&log).len(), logged.len());
+    assert_eq!(usage_lines(&run.stderr).len(), 2, "{}", run.stderr);
+    assert_eq!(calls(&log).len(), 1);
 }
 
 #[test]
@@ -170,6 +173,7 @@ fn two_servers_offering_one_tool_fail_at_start() {
 
 #[test]
 fn bad_server_commands_fail_before_any_request() {
+    let closed = closed_port_url();
     let unterminated = runaii(&[
         "run",
         MODEL,
@@ -177,7 +181,7 @@ fn bad_server_commands_fail_before_any_request() {
         "--mcp",
         &format!("{} --calls 'oops", mcp_fixture()),
     ])
-    .env("RUNAII_BASE_URL", &closed_port_url())
+    .env("RUNAII_BASE_URL", &closed)
     .run();
     assert_eq!(unterminated.code, 2, "{}", unterminated.stderr);
     assert!(
@@ -187,7 +191,7 @@ fn bad_server_commands_fail_before_any_request() {
     );
 
     let missing = runaii(&["run", MODEL, "x", "--mcp", "/nonexistent/mcp-server"])
-        .env("RUNAII_BASE_URL", &closed_port_url())
+        .env("RUNAII_BASE_URL", &closed)
         .run();
     assert_eq!(missing.code, 9, "{}", missing.stderr);
     assert!(
@@ -198,7 +202,7 @@ fn bad_server_commands_fail_before_any_request() {
 
     let (mcp, _) = fixture(&scratch_dir("mcp-choice"), "--tools count");
     let unknown_tool = runaii(&["run", MODEL, "x", "--mcp", &mcp, "--tool-choice", "weather"])
-        .env("RUNAII_BASE_URL", &closed_port_url())
+        .env("RUNAII_BASE_URL", &closed)
         .run();
     assert_eq!(unknown_tool.code, 2, "{}", unknown_tool.stderr);
 }
@@ -206,35 +210,42 @@ fn bad_server_commands_fail_before_any_request() {
 #[test]
 fn the_config_files_servers_start_too() {
     let dir = scratch_dir("mcp-config");
-    let log = dir.join("calls.log");
     let config = dir.join("config.toml");
-    std::fs::write(
-        &config,
-        format!("[mcp.servers.counter]\ncommand = {:?}\nargs = [\"--calls\", {:?}, \"--tools\", \"count\"]\n", mcp_fixture(), log.display().to_string()),
-    )
-    .unwrap();
-    let run = runaii(&[
+    let toml = format!(
+        "[mcp.servers.counter]\ncommand = {:?}\nargs = [\"--tools\", \"count\"]\n",
+        mcp_fixture()
+    );
+    std::fs::write(&config, toml).unwrap();
+    let config = config.to_str().unwrap();
+    let closed = closed_port_url();
+    // `--tool-choice count` passes only when a started server listed `count`; then the request fails (8).
+    let run = runaii(&["run", MODEL, "x", "--tool-choice", "count"])
+        .env("RUNAII_CONFIG", config)
+        .env("RUNAII_BASE_URL", &closed)
+        .run();
+    assert_eq!(run.code, 8, "{}", run.stderr);
+    let without = runaii(&[
         "run",
         MODEL,
-        "Count.",
+        "x",
         "--tool-choice",
         "count",
-        "--keep-tool-choice",
-        "--max-tool-rounds",
-        "1",
-        "--max-tokens",
-        "60",
+        "--no-config-mcp",
     ])
-    .env("RUNAII_CONFIG", config.to_str().unwrap())
+    .env("RUNAII_CONFIG", config)
+    .env("RUNAII_BASE_URL", &closed)
     .run();
-    assert_eq!(run.code, 9, "{}", run.stderr);
-    assert!(!calls(&log).is_empty());
+    assert_eq!(
+        without.code, 2,
+        "no server, so no tool to choose: {}",
+        without.stderr
+    );
 
-    // And a flag's server offering the same tool is the same error as two flags.
+    // A flag's server offering the same tool is the same error as two flags.
     let (mcp, _) = fixture(&dir, "--tools count");
     let clash = runaii(&["run", MODEL, "x", "--mcp", &mcp])
-        .env("RUNAII_CONFIG", config.to_str().unwrap())
-        .env("RUNAII_BASE_URL", &closed_port_url())
+        .env("RUNAII_CONFIG", config)
+        .env("RUNAII_BASE_URL", &closed)
         .run();
     assert_eq!(clash.code, 9, "{}", clash.stderr);
     assert!(
@@ -243,14 +254,5 @@ fn the_config_files_servers_start_too() {
             .contains("offered by both counter and --mcp #1"),
         "{}",
         clash.stderr
-    );
-    let skipped = runaii(&["run", MODEL, "x", "--mcp", &mcp, "--no-config-mcp"])
-        .env("RUNAII_CONFIG", config.to_str().unwrap())
-        .env("RUNAII_BASE_URL", &closed_port_url())
-        .run();
-    assert_eq!(
-        skipped.code, 8,
-        "--no-config-mcp leaves only the flag's server, then the request fails: {}",
-        skipped.stderr
     );
 }

@@ -29,8 +29,20 @@ pub struct Stack {
 
 /// The stack, started on first use.
 pub fn stack() -> &'static Stack {
-    static STACK: OnceLock<Stack> = OnceLock::new();
-    STACK.get_or_init(start)
+    // A stack that fails to start fails every test at once with its reason, rather than each test
+    // starting another one.
+    static STACK: OnceLock<Result<Stack, String>> = OnceLock::new();
+    let started = STACK.get_or_init(|| {
+        std::panic::catch_unwind(start).map_err(|e| {
+            e.downcast_ref::<String>()
+                .cloned()
+                .unwrap_or_else(|| format!("{e:?}"))
+        })
+    });
+    match started {
+        Ok(stack) => stack,
+        Err(why) => panic!("the test stack did not start: {why}"),
+    }
 }
 
 /// The directory holding the workspace's binaries (`runaii-worker`, `runaii-gateway`) and examples.
@@ -209,10 +221,15 @@ async fn fresh_database() -> String {
 /// Until the gateway answers and reports the model ready (it probes the worker every 300 ms).
 fn wait_until_ready(base: &str) {
     let deadline = Instant::now() + Duration::from_secs(60);
+    let home = scratch_dir("home");
     loop {
+        // Not from this checkout: a quickstart's .data/demo-api-key up the tree would be sent (and refused).
         let out = Command::new(env!("CARGO_BIN_EXE_runaii"))
             .args(["models", "--output", "json", "--base-url", base])
-            .env("HOME", scratch_dir("home"))
+            .current_dir(&home)
+            .env("HOME", &home)
+            .env_remove("RUNAII_API_KEY")
+            .env_remove("RUNAII_CONFIG")
             .output()
             .unwrap();
         let ready = serde_json::from_slice::<serde_json::Value>(&out.stdout)
@@ -220,11 +237,13 @@ fn wait_until_ready(base: &str) {
         if ready {
             return;
         }
-        assert!(
-            Instant::now() < deadline,
-            "the gateway at {base} did not report {MODEL} ready: see {}/cli-tests-gateway.log",
-            env!("CARGO_TARGET_TMPDIR")
-        );
+        if Instant::now() > deadline {
+            let log = std::fs::read_to_string(
+                Path::new(env!("CARGO_TARGET_TMPDIR")).join("cli-tests-gateway.log"),
+            )
+            .unwrap_or_default();
+            panic!("the gateway at {base} did not report {MODEL} ready; runaii said {}\ngateway log:\n{log}", String::from_utf8_lossy(&out.stderr));
+        }
         std::thread::sleep(Duration::from_millis(200));
     }
 }
@@ -305,6 +324,7 @@ impl Runaii {
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
+        let started = Instant::now();
         let mut child = self.command.spawn().unwrap();
         let mut stdin = child.stdin.take().unwrap();
         if let Some(text) = self.stdin.take() {
@@ -317,9 +337,17 @@ impl Runaii {
             stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
             stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
         };
+        let args: Vec<_> = self
+            .command
+            .get_args()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
         eprintln!(
-            "runaii exited {}\n--- stdout\n{}--- stderr\n{}",
-            run.code, run.stdout, run.stderr
+            "runaii {args:?} exited {} in {:?}\n--- stdout\n{}--- stderr\n{}",
+            run.code,
+            started.elapsed(),
+            run.stdout,
+            run.stderr
         );
         run
     }
