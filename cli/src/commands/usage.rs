@@ -92,40 +92,77 @@ async fn recent(
 }
 
 fn summary(account: &Value) -> String {
-    let t = |v: &Value| v.as_str().map_or_else(|| v.to_string(), str::to_owned);
     let usage = &account["usage"];
     let limits = &account["rate_limits"];
-    format!(
-        "tenant     {} ({})\nbalance    {} USD (reserved {}, available {})\nthis month {}: {} requests, {} input + {} output tokens, cost {} USD\nrate limits {} requests/min, {} tokens/min\n",
-        t(&account["tenant"]["name"]),
-        t(&account["tenant"]["id"]),
-        t(&account["balance"]),
-        t(&account["reserved"]),
-        t(&account["available"]),
-        t(&usage["month"]),
-        t(&usage["requests"]),
-        t(&usage["input_tokens"]),
-        t(&usage["output_tokens"]),
-        t(&usage["cost"]),
-        t(&limits["requests_per_minute"]),
-        t(&limits["tokens_per_minute"]),
-    )
+    let lines = [
+        (
+            "tenant",
+            format!(
+                "{} ({})",
+                text(&account["tenant"]["name"]),
+                text(&account["tenant"]["id"])
+            ),
+        ),
+        (
+            "balance",
+            format!(
+                "{} USD (reserved {}, available {})",
+                money(&account["balance"]),
+                money(&account["reserved"]),
+                money(&account["available"])
+            ),
+        ),
+        (
+            "this month",
+            format!(
+                "{}: {} requests, {} input + {} output tokens, cost {} USD",
+                text(&usage["month"]),
+                text(&usage["requests"]),
+                text(&usage["input_tokens"]),
+                text(&usage["output_tokens"]),
+                money(&usage["cost"])
+            ),
+        ),
+        (
+            "rate limits",
+            format!(
+                "{} requests/min, {} tokens/min",
+                text(&limits["requests_per_minute"]),
+                text(&limits["tokens_per_minute"])
+            ),
+        ),
+    ];
+    lines
+        .iter()
+        .map(|(label, value)| format!("{label:<12}{value}\n"))
+        .collect()
 }
 
 fn record_row(r: &Value) -> Vec<String> {
-    let t = |v: &Value| v.as_str().map_or_else(|| v.to_string(), str::to_owned);
     let status = match r["error_code"].as_str() {
-        Some(code) => format!("{} ({code})", t(&r["status"])),
-        None => t(&r["status"]),
+        Some(code) => format!("{} ({code})", text(&r["status"])),
+        None => text(&r["status"]),
     };
     vec![
-        t(&r["created_at"]),
-        t(&r["request_id"]),
-        t(&r["model"]),
+        text(&r["created_at"]),
+        text(&r["request_id"]),
+        text(&r["model"]),
         status,
-        format!("{}+{}", t(&r["input_tokens"]), t(&r["output_tokens"])),
-        t(&r["cost"]),
+        format!("{}+{}", text(&r["input_tokens"]), text(&r["output_tokens"])),
+        money(&r["cost"]),
     ]
+}
+
+fn text(v: &Value) -> String {
+    v.as_str().map_or_else(|| v.to_string(), str::to_owned)
+}
+
+/// A decimal string without the trailing zeros of its database scale (`0.0000259000000000` is
+/// `0.0000259`): the same value, exactly.
+fn money(v: &Value) -> String {
+    let raw = text(v);
+    raw.parse::<rust_decimal::Decimal>()
+        .map_or(raw, |d| d.normalize().to_string())
 }
 
 /// The cursor is `<micros>:<request id>`: escape what a query string cannot hold as is.
@@ -143,6 +180,13 @@ fn query_escape(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn amounts_lose_only_their_trailing_zeros() {
+        assert_eq!(money(&json!("0.0000259000000000")), "0.0000259");
+        assert_eq!(money(&json!("10")), "10");
+        assert_eq!(money(&json!("n/a")), "n/a");
+    }
 
     #[test]
     fn cursors_survive_the_query_string() {

@@ -48,7 +48,7 @@ fn usage_shows_the_account_and_with_an_admin_token_recent_requests() {
     let text = runaii(&["usage"]).run();
     assert_eq!(text.code, 0, "{}", text.stderr);
     assert!(
-        text.stdout.contains("tenant     cli-tests") && text.stdout.contains("balance"),
+        text.stdout.contains("tenant      cli-tests") && text.stdout.contains("balance"),
         "{}",
         text.stdout
     );

@@ -61,10 +61,11 @@ fn calls_run_on_the_server_and_their_results_go_back_to_the_model() {
     let run = loop_run(
         "Count once, then say done.",
         &mcp,
-        &["--tool-choice", "count", "--max-tool-rounds", "2"],
+        &["--tool-choice", "count", "--max-tool-rounds", "1"],
     );
-    // After the forced first call the model is free: it answers (0) or keeps calling until the limit (9).
-    assert!(run.code == 0 || run.code == 9, "{}", run.stderr);
+    // After the forced first call the model is free: it answers (0), answers at length (4, cut), or calls
+    // again, past the limit (9). Whichever, the loop itself ran.
+    assert!(matches!(run.code, 0 | 4 | 9), "{}", run.stderr);
     let made = calls(&log);
     assert!(
         !made.is_empty() && made.iter().all(|c| c.starts_with("count {\"word\":")),
@@ -91,7 +92,11 @@ fn calls_run_on_the_server_and_their_results_go_back_to_the_model() {
     if run.code == 0 {
         assert!(!run.stdout.trim().is_empty());
     } else {
-        assert!(run.stderr.contains("--max-tool-rounds 2"), "{}", run.stderr);
+        assert!(
+            run.code == 4 || run.stderr.contains("--max-tool-rounds 1"),
+            "{}",
+            run.stderr
+        );
     }
 }
 
