@@ -44,9 +44,10 @@ apt_install() {
 # 1. Build
 ensure_build_tools
 scripts/fetch-model.sh
-cargo build --locked -p runaii-worker -p runaii-gateway
+cargo build --locked -p runaii-worker -p runaii-gateway -p runaii-cli
 worker_bin="$CARGO_TARGET_DIR/debug/runaii-worker"
 gateway_bin="$CARGO_TARGET_DIR/debug/runaii-gateway"
+cli_bin="$CARGO_TARGET_DIR/debug/runaii"
 
 # ---------------------------------------------------------------------------------------------------------
 # 2. Postgres
@@ -307,5 +308,13 @@ curl -s http://$gateway_addr/v1/chat/completions \\
 }'
 
 The answer carries usage with its cost in USD (usage.cost).
+
+The CLI is $cli_bin (cargo install --locked --path cli puts runaii on your PATH). From this checkout it
+finds .data/demo-api-key by itself$( [ "$gateway_addr" = 127.0.0.1:8080 ] || echo "; add --base-url http://$gateway_addr"):
+
+$cli_bin run $model_id "Invoice #A-1024, due 2026-11-01, total 420.00 USD." \\
+  --system "Extract the invoice fields." -v \\
+  --json-schema '{"type":"object","properties":{"invoice_number":{"type":"string"},"total":{"type":"number"}},"required":["invoice_number","total"]}'
+
 Stop everything: scripts/stop.sh
 MSG
