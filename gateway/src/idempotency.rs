@@ -125,11 +125,8 @@ async fn settle(state: AppState, claim: Claim, response: Response) -> Response {
             return ApiError::Internal(format!("answer unreadable: {e}")).into_response();
         }
     };
-    if bytes.len() > state.settings.limits.idempotency_max_stored_bytes {
-        store_too_large(&state, &claim, &request_id).await;
-    } else {
-        store(&state, &claim, status, &content_type, &request_id, &bytes).await;
-    }
+    let kept = (bytes.len() <= state.settings.limits.idempotency_max_stored_bytes).then_some(&bytes[..]);
+    store_or_refuse(&state, &claim, status, &content_type, &request_id, kept).await;
     Response::from_parts(parts, Body::from(bytes))
 }
 
@@ -143,18 +140,15 @@ fn tee_stream(state: AppState, claim: Claim, response: Response, content_type: S
         (state.settings.limits.idempotency_max_stored_bytes, Duration::from_millis(state.settings.client_write_timeout_ms));
     state.tasks.clone().spawn(async move {
         let mut stream = body.into_data_stream();
-        let mut stored = Vec::new();
-        let mut too_large = false;
+        // `None` once the answer has outgrown the cap.
+        let mut kept = Some(Vec::new());
         let mut client = Some(tx);
         while let Some(chunk) = stream.next().await {
             let Ok(chunk) = chunk else { break };
-            if stored.len() + chunk.len() > cap {
-                too_large = true;
-                stored = Vec::new();
-            }
-            if !too_large {
-                stored.extend_from_slice(&chunk);
-            }
+            kept = kept.filter(|k| k.len() + chunk.len() <= cap).map(|mut k| {
+                k.extend_from_slice(&chunk);
+                k
+            });
             if let Some(tx) = &client {
                 // A client that stops reading is let go; the answer still runs to its end for the retry.
                 if !matches!(tokio::time::timeout(client_write, tx.send(Ok(chunk))).await, Ok(Ok(()))) {
@@ -163,18 +157,21 @@ fn tee_stream(state: AppState, claim: Claim, response: Response, content_type: S
             }
         }
         let completed = matches!(costs::status_of(&state.db, &request_id).await, Ok(Some(s)) if s == "succeeded");
-        match (completed, too_large) {
-            (true, false) => store(&state, &claim, StatusCode::OK, &content_type, &request_id, &stored).await,
-            (true, true) => store_too_large(&state, &claim, &request_id).await,
-            (false, _) => release(&state, &claim).await,
+        if completed {
+            store_or_refuse(&state, &claim, StatusCode::OK, &content_type, &request_id, kept.as_deref()).await;
+        } else {
+            release(&state, &claim).await;
         }
     });
     Response::from_parts(parts, Body::from_stream(ReceiverStream::new(rx)))
 }
 
-/// The answer was delivered and billed but is too large to keep: the key answers a refusal from now on,
-/// so a retry never runs (and bills) the request twice.
-async fn store_too_large(state: &AppState, claim: &Claim, request_id: &str) {
+/// Stores the answer `kept`, or — when it was too large to keep (`None`) — a refusal in its place: the
+/// answer was delivered and billed, so a retry must never run (and bill) the request twice.
+async fn store_or_refuse(state: &AppState, claim: &Claim, status: StatusCode, content_type: &str, request_id: &str, kept: Option<&[u8]>) {
+    if let Some(body) = kept {
+        return store(state, claim, status, content_type, request_id, body).await;
+    }
     let refusal = ApiError::IdempotentAnswerNotStored(state.settings.limits.idempotency_max_stored_bytes);
     let (status, body) = (refusal.status(), serde_json::to_vec(&refusal.body()).unwrap_or_default());
     store(state, claim, status, "application/json", request_id, &body).await;

@@ -140,12 +140,10 @@ pub async fn finish_whole(state: &AppState, prepared: Prepared) -> Result<(Ledge
         async move {
             let sent = Instant::now();
             let (ledger, upstream) = open(&state, prepared).await?;
-            let read = upstream::body::read_whole(upstream.response, upstream::body::MAX_ANSWER_BYTES, upstream.limits.worker_idle).await;
-            let answer: Value =
-                match read.map_err(|e| e.to_string()).and_then(|b| serde_json::from_slice(&b).map_err(|e| format!("not JSON: {e}"))) {
-                    Ok(answer) => answer,
-                    Err(e) => return Err(reject(&ledger, ApiError::UpstreamFailed(format!("unreadable answer: {e}"))).await),
-                };
+            let answer: Value = match upstream.json().await {
+                Ok(answer) => answer,
+                Err(e) => return Err(reject(&ledger, ApiError::UpstreamFailed(format!("unreadable answer: {e}"))).await),
+            };
             let upstream_time = sent.elapsed();
             let cost = ledger.record(Outcome::succeeded(&answer["usage"])).await?;
             let metrics = crate::metrics::global();
@@ -160,8 +158,7 @@ pub async fn finish_whole(state: &AppState, prepared: Prepared) -> Result<(Ledge
 
 async fn worker_error(upstream: Upstream) -> ApiError {
     let status = upstream.response.status();
-    let read = upstream::body::read_whole(upstream.response, upstream::body::MAX_ANSWER_BYTES, upstream.limits.worker_idle).await;
-    let body: Option<ErrorBody> = read.ok().and_then(|b| serde_json::from_slice(&b).ok());
+    let body: Option<ErrorBody> = upstream.json().await.ok();
     let Some(ErrorBody { error }) = body else {
         return ApiError::UpstreamFailed(format!("worker answered {status} without an error body"));
     };

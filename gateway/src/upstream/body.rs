@@ -22,6 +22,18 @@ pub enum BodyError {
     Transport(String),
 }
 
+impl super::Upstream {
+    /// The worker's whole answer (or error body), parsed: at most [`MAX_ANSWER_BYTES`], within the idle
+    /// limit between pieces.
+    ///
+    /// # Errors
+    /// A [`BodyError`], or a body that is not the JSON expected, as text.
+    pub async fn json<T: serde::de::DeserializeOwned>(self) -> Result<T, String> {
+        let body = read_whole(self.response, MAX_ANSWER_BYTES, self.limits.worker_idle).await.map_err(|e| e.to_string())?;
+        serde_json::from_slice(&body).map_err(|e| format!("not JSON: {e}"))
+    }
+}
+
 /// Reads a whole body: at most `limit` bytes, each piece within `idle` of the previous one.
 ///
 /// # Errors

@@ -55,6 +55,9 @@ impl std::fmt::Debug for Registry {
     }
 }
 
+/// The largest `/health` answer read from a configured worker.
+const HEALTH_MAX_BYTES: usize = 64 * 1024;
+
 impl Registry {
     #[must_use]
     pub fn new(redis: Arc<RedisLink>, db: PgPool, http: reqwest::Client, secrets: WorkerSecrets) -> Self {
@@ -187,7 +190,9 @@ impl Registry {
         if !response.status().is_success() {
             return None;
         }
-        let health: serde_json::Value = response.json().await.ok()?;
+        // A health answer is a few hundred bytes; a worker that sends more is not healthy.
+        let health = super::body::read_whole(response, HEALTH_MAX_BYTES, Duration::from_secs(1)).await.ok()?;
+        let health: serde_json::Value = serde_json::from_slice(&health).ok()?;
         if health["model"] != model {
             tracing::warn!(%url, %model, served = %health["model"], "configured worker serves another model");
             return None;
