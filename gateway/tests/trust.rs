@@ -176,6 +176,40 @@ async fn an_answer_about_one_request_does_not_take_the_worker_out() {
     assert_eq!(calls.load(Ordering::SeqCst), 4);
 }
 
+/// The reproduction on the real worker: `oneOf` branches that overlap (every integer is a
+/// number) used to pass the grammar as `anyOf`, fail the second layer with a 500, and take the worker
+/// out for everyone. Now such a schema is refused before a token, the worker keeps serving, and a `oneOf`
+/// whose branches can be told apart is enforced exactly.
+#[tokio::test]
+async fn an_ambiguous_one_of_is_refused_before_generating_and_harms_no_one() {
+    let app = spawn_app().await;
+    let with_schema = |schema: Value| {
+        let mut req = invoice_request();
+        req["response_format"] = json!({"type": "json_schema", "json_schema": {"name": "n", "schema": schema}});
+        req["max_tokens"] = json!(40);
+        req
+    };
+    let ambiguous = with_schema(json!({"type": "object", "properties": {"n": {"oneOf": [{"type": "integer"}, {"type": "number"}]}}, "required": ["n"]}));
+    for _ in 0..4 {
+        let (status, body, _) = app.post_json("/v1/chat/completions", &ambiguous).await;
+        assert_eq!(status, 400, "{body}");
+        assert_eq!(body["error"]["code"], "upstream_rejected", "{body}");
+        assert!(body["error"]["message"].as_str().unwrap().contains("oneOf"), "the refusal names the keyword: {body}");
+    }
+    let exclusive = json!({"type": "object", "properties": {"total": {"oneOf": [{"type": "number"}, {"type": "string", "maxLength": 12}]}},
+                           "required": ["total"]});
+    let (status, body, _) = app.post_json("/v1/chat/completions", &with_schema(exclusive.clone())).await;
+    assert_eq!(status, 200, "the worker still serves, and an exclusive oneOf is enforced: {body}");
+    let choice = &body["choices"][0];
+    if choice["finish_reason"] == "stop" {
+        let answer: Value = serde_json::from_str(choice["message"]["content"].as_str().unwrap()).unwrap();
+        assert!(jsonschema::is_valid(&exclusive, &answer), "{answer}");
+    }
+    let refused: Vec<_> = app.cost_rows().await.into_iter().filter(|row| row.1 == "rejected").collect();
+    assert_eq!(refused.len(), 4, "each refusal is recorded, at no cost");
+    assert!(refused.iter().all(|row| row.4.is_zero()));
+}
+
 #[tokio::test]
 async fn the_registry_does_not_scan_redis_however_many_keys_it_holds() {
     let mut redis = redis().await;

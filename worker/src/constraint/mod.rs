@@ -8,7 +8,11 @@
 
 mod cache;
 mod gbnf;
+mod one_of;
+mod paths;
 mod schema;
+mod shape;
+mod tighten;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -201,9 +205,9 @@ impl ConstraintCompiler {
         if let Some(err) = matcher.get_error() {
             return Err(Refusal::Unenforceable(first_line(&err)));
         }
-        // llguidance warns where it approximates; the only approximation we accept is oneOf as anyOf,
-        // because the second layer rejects an answer that matches two branches.
-        if let Some(warning) = matcher.grammar_warnings().into_iter().find(|w| !w.starts_with("oneOf not fully supported")) {
+        // llguidance warns where it approximates: an approximation would pass answers the second layer
+        // then rejects, so none is accepted (`oneOf` arrives here already made exact).
+        if let Some(warning) = matcher.grammar_warnings().into_iter().next() {
             return Err(Refusal::Unenforceable(warning));
         }
         Ok(CompiledGrammar::Llguidance(Box::new(matcher)))
@@ -213,7 +217,7 @@ impl ConstraintCompiler {
         // Linear and cheap, so a schema bomb never reaches the validator or grammar builders.
         runaii_wire::schema_budget::check(schema, self.context_tokens).map_err(|e| Refusal::Unenforceable(e.0))?;
         let validator = OutputValidator::new(schema)?;
-        let grammar_schema = schema::for_grammar(schema);
+        let grammar_schema = schema::for_grammar(schema)?;
         Ok((self.matcher(TopLevelGrammar::from_json_schema(grammar_schema))?, Some(validator)))
     }
 }
