@@ -3,7 +3,9 @@
 //! `auth` (API keys), `routes` (thin handlers), `completions` (the chat service: check, route, meter),
 //! `structured` (response_format checks and schema prompts), `upstream` (worker registry and client),
 //! `billing` (pricing, credit holds and the cost ledger), `ratelimit` (per-key limits in Redis),
-//! `idempotency` (`Idempotency-Key`), `admin` (the JWT-guarded admin API), `db` (SQL only), `openapi`
+//! `idempotency` (`Idempotency-Key`), `admin` (the JWT-guarded admin API), `ops` (changes to tenants,
+//! keys, credit and the catalog, each validated and audited in its transaction; the admin API and the
+//! command line call them), `shapes` (JSON shapes many answers share), `db` (SQL only), `openapi`
 //! (the OpenAPI document, from the handlers' attributes). `fuzzing` holds the invariants the `fuzz/` targets
 //! check, so the corpus replays in `cargo test` too.
 
@@ -22,11 +24,13 @@ pub mod idempotency;
 pub mod messages;
 pub mod metrics;
 pub mod openapi;
+pub mod ops;
 pub mod ratelimit;
 pub mod redis_link;
 pub mod request_id;
 pub mod responses;
 pub mod routes;
+pub mod shapes;
 pub mod state;
 pub mod structured;
 pub mod upstream;

@@ -8,8 +8,6 @@
 //! Regenerate the committed file with `cargo run -p runaii-gateway -- openapi > openapi/openapi.json`
 //! (or `UPDATE_OPENAPI=1 cargo test -p runaii-gateway --test openapi`).
 
-pub mod admin;
-pub mod catalog;
 pub mod chat;
 pub mod errors;
 mod layers;
