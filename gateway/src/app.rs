@@ -67,7 +67,7 @@ impl Application {
             });
         }
         let tasks = self.state.tasks.clone();
-        axum::serve(self.listener.tap_io(no_delay), routes::router(self.state))
+        axum::serve(self.listener.tap_io(no_delay), routes::router(self.state, crate::openapi::router()))
             .with_graceful_shutdown(runaii_wire::shutdown::signal())
             .await?;
         // The HTTP exchanges have ended; work that outlived them (a client that left a stream or a whole

@@ -66,9 +66,9 @@ pub struct WorkerList {
     security(("admin_jwt" = [])),
     responses(
         (status = 200, description = "Every model, enabled or not", body = CatalogList),
-        (status = 401, response = crate::openapi::errors::AdminUnauthorized),
-        (status = 403, response = crate::openapi::errors::AdminForbidden),
-        (status = 503, response = crate::openapi::errors::AdminUnavailable),
+        (status = 401, response = crate::apidoc::errors::AdminUnauthorized),
+        (status = 403, response = crate::apidoc::errors::AdminForbidden),
+        (status = 503, response = crate::apidoc::errors::AdminUnavailable),
     )
 )]
 pub(super) async fn list(State(state): State<AppState>, claims: Claims) -> Result<Json<CatalogList>, ApiError> {
@@ -90,11 +90,11 @@ pub(super) async fn list(State(state): State<AppState>, claims: Claims) -> Resul
     security(("admin_jwt" = [])),
     responses(
         (status = 200, description = "The new catalog entry", body = CatalogEntry),
-        (status = 400, response = crate::openapi::errors::InvalidRequest),
-        (status = 401, response = crate::openapi::errors::AdminUnauthorized),
-        (status = 403, response = crate::openapi::errors::AdminForbidden),
-        (status = 409, response = crate::openapi::errors::AdminConflict),
-        (status = 503, response = crate::openapi::errors::AdminUnavailable),
+        (status = 400, response = crate::apidoc::errors::InvalidRequest),
+        (status = 401, response = crate::apidoc::errors::AdminUnauthorized),
+        (status = 403, response = crate::apidoc::errors::AdminForbidden),
+        (status = 409, response = crate::apidoc::errors::AdminConflict),
+        (status = 503, response = crate::apidoc::errors::AdminUnavailable),
     )
 )]
 pub(super) async fn create(
@@ -120,12 +120,12 @@ pub(super) async fn create(
     security(("admin_jwt" = [])),
     responses(
         (status = 200, description = "The changed catalog entry", body = CatalogEntry),
-        (status = 400, response = crate::openapi::errors::InvalidRequest),
-        (status = 401, response = crate::openapi::errors::AdminUnauthorized),
-        (status = 403, response = crate::openapi::errors::AdminForbidden),
-        (status = 404, response = crate::openapi::errors::AdminNotFound),
-        (status = 409, response = crate::openapi::errors::AdminConflict),
-        (status = 503, response = crate::openapi::errors::AdminUnavailable),
+        (status = 400, response = crate::apidoc::errors::InvalidRequest),
+        (status = 401, response = crate::apidoc::errors::AdminUnauthorized),
+        (status = 403, response = crate::apidoc::errors::AdminForbidden),
+        (status = 404, response = crate::apidoc::errors::AdminNotFound),
+        (status = 409, response = crate::apidoc::errors::AdminConflict),
+        (status = 503, response = crate::apidoc::errors::AdminUnavailable),
     )
 )]
 pub(super) async fn update(
@@ -157,9 +157,9 @@ async fn probed(state: &AppState, entry: CatalogEntry) -> CatalogEntry {
     security(("admin_jwt" = [])),
     responses(
         (status = 200, description = "Live workers with their load, and configured ones that are down", body = WorkerList),
-        (status = 401, response = crate::openapi::errors::AdminUnauthorized),
-        (status = 403, response = crate::openapi::errors::AdminForbidden),
-        (status = 503, response = crate::openapi::errors::AdminUnavailable),
+        (status = 401, response = crate::apidoc::errors::AdminUnauthorized),
+        (status = 403, response = crate::apidoc::errors::AdminForbidden),
+        (status = 503, response = crate::apidoc::errors::AdminUnavailable),
     )
 )]
 pub(super) async fn workers(State(state): State<AppState>, claims: Claims) -> Result<Json<WorkerList>, ApiError> {

@@ -8,10 +8,10 @@ use serde::Serialize;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
+use crate::apidoc::errors::{Unauthorized, Unavailable};
 use crate::auth::Caller;
 use crate::db::{reports, tenants};
 use crate::error::ApiError;
-use crate::openapi::errors::{Unauthorized, Unavailable};
 use crate::shapes::{DecimalString, Usd};
 use crate::state::AppState;
 

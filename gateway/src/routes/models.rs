@@ -6,11 +6,11 @@ use rust_decimal::Decimal;
 use serde::Serialize;
 use utoipa::ToSchema;
 
+use crate::apidoc::errors::{Unauthorized, Unavailable};
 use crate::auth::MaybeCaller;
 use crate::db::models::{self, ModelRow};
 use crate::error::ApiError;
 use crate::extract::Path;
-use crate::openapi::errors::{Unauthorized, Unavailable};
 use crate::shapes::{DecimalString, ListObject, Usd};
 use crate::state::AppState;
 
@@ -120,9 +120,9 @@ pub(super) async fn list(State(state): State<AppState>, MaybeCaller(caller): May
     security((), ("api_key" = []), ("x_api_key" = [])),
     responses(
         (status = 200, description = "The model", body = Model),
-        (status = 400, response = crate::openapi::errors::InvalidRequest),
+        (status = 400, response = crate::apidoc::errors::InvalidRequest),
         (status = 401, response = Unauthorized),
-        (status = 404, response = crate::openapi::errors::NotFound),
+        (status = 404, response = crate::apidoc::errors::NotFound),
         (status = 503, response = Unavailable),
     )
 )]
