@@ -53,7 +53,7 @@ async fn main() -> anyhow::Result<()> {
         Command::IssueAdminToken { admin_jwt_secret, subject, roles, tenant_id, ttl_hours } => {
             let exp = chrono::Utc::now().timestamp().unsigned_abs() + ttl_hours * 3600;
             let claims = admin::Claims { sub: subject, exp, roles, tenant_id };
-            println!("{}", admin::issue(&admin_jwt_secret, &claims)?);
+            println!("{}", admin::issue(admin_jwt_secret.expose(), &claims)?);
             Ok(())
         }
         Command::UpsertModel { db: args, id, context_length, input_price, output_price, worker_url, supports_tools } => {

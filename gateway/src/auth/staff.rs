@@ -74,6 +74,7 @@ impl Verifier {
             (None, None) => return Ok(None),
             (Some(_), Some(_)) => anyhow::bail!("set either the admin JWT secret or its public key, not both"),
             (Some(secret), None) => {
+                let secret = secret.expose();
                 anyhow::ensure!(secret.len() >= 32, "the admin JWT secret must be at least 32 bytes");
                 (DecodingKey::from_secret(secret.as_bytes())?, Algorithm::HS256)
             }
