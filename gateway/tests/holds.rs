@@ -22,7 +22,7 @@ fn tool(description: &str) -> Value {
 /// Sends `body`, then checks the real worker's prompt count and the record's cost against the bound the
 /// gateway held for exactly that body.
 async fn assert_within_hold(app: &common::TestApp, what: &str, body: &Value) {
-    let model = runaii_gateway::db::models::find_visible(&app.db, MODEL, None).await.unwrap().unwrap();
+    let model = runaii_gateway::db::models::list_enabled(&app.db).await.unwrap().into_iter().find(|m| m.id == MODEL).unwrap();
     let (prompt_bound, _) = worst_case_tokens(&model, body);
     let (status, answer, _) = app.post_json("/v1/chat/completions", body).await;
     assert_eq!(status, 200, "{what}: {answer}");
