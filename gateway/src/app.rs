@@ -57,6 +57,7 @@ impl Application {
         tokio::spawn(self.state.secrets.clone().reload_forever(std::time::Duration::from_secs(5)));
         tokio::spawn(housekeeping(self.state.db.clone(), self.state.settings.limits.clone()));
         tokio::spawn(crate::changes::listen(
+            self.state.settings.db.database_url.expose().to_owned(),
             self.state.db.clone(),
             std::sync::Arc::clone(&self.state.catalog),
             std::sync::Arc::clone(&self.state.keys),

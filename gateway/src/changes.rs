@@ -19,10 +19,11 @@ const RELOAD_EVERY: Duration = Duration::from_secs(30);
 /// The pause before connecting again after the listener failed.
 const RETRY_AFTER: Duration = Duration::from_secs(1);
 
-/// Listens until the process ends.
-pub async fn listen(db: PgPool, catalog: Arc<Catalog>, keys: Arc<KeyCache>) {
+/// Listens until the process ends, on a connection of its own (`database_url`): held for good, it must
+/// not take one of the pool's.
+pub async fn listen(database_url: String, db: PgPool, catalog: Arc<Catalog>, keys: Arc<KeyCache>) {
     loop {
-        if let Ok(mut listener) = PgListener::connect_with(&db).await {
+        if let Ok(mut listener) = PgListener::connect(&database_url).await {
             if listener.listen(CHANNEL).await.is_ok() {
                 keys.set_listening(true);
                 reload(&db, &catalog).await;

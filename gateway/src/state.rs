@@ -19,6 +19,8 @@ use crate::upstream::Registry;
 pub struct AppState {
     pub db: PgPool,
     pub keys: Arc<KeyCache>,
+    /// Writes cost records in groups, one transaction per group (`billing::writer`).
+    pub ledger: crate::billing::writer::LedgerWriter,
     /// The catalog every request reads, kept fresh by `changes.rs`.
     pub catalog: Arc<crate::catalog::Catalog>,
     pub registry: Arc<Registry>,
@@ -49,6 +51,7 @@ impl AppState {
         Ok(Self {
             keys: Arc::new(KeyCache::new(Duration::from_millis(settings.key_cache_ms))),
             catalog: Arc::default(),
+            ledger: crate::billing::writer::LedgerWriter::start(db.clone()),
             registry: Arc::new(Registry::new(Arc::clone(&redis), db.clone(), http.clone(), secrets.clone())),
             limiter: Arc::new(Limiter::new(redis, settings.limits.on_redis_failure)),
             admin,

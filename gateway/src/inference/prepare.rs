@@ -56,7 +56,7 @@ pub async fn prepare(
     hold_worst_case(state, &caller, &model, &body, &request_id).await?;
     // From here every outcome has a cost record under this id: whatever answer goes out names it.
     let ledger = Ledger {
-        db: state.db.clone(),
+        writer: state.ledger.clone(),
         request_id,
         caller,
         model,
