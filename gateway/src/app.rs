@@ -55,7 +55,7 @@ impl Application {
         let every = std::time::Duration::from_millis(self.state.settings.workers.registry_refresh_ms);
         tokio::spawn(async move { registry.refresh_forever(every).await });
         tokio::spawn(self.state.secrets.clone().reload_forever(std::time::Duration::from_secs(5)));
-        tokio::spawn(housekeeping(self.state.db.clone(), self.state.settings.limits.clone()));
+        tokio::spawn(housekeeping(self.state.db.clone(), self.state.settings.limits.clone(), std::sync::Arc::clone(&self.state.leases)));
         tokio::spawn(crate::changes::listen(
             self.state.settings.db.database_url.expose().to_owned(),
             self.state.db.clone(),
@@ -73,7 +73,7 @@ impl Application {
                 }
             });
         }
-        let tasks = self.state.tasks.clone();
+        let (tasks, leases) = (self.state.tasks.clone(), std::sync::Arc::clone(&self.state.leases));
         axum::serve(self.listener.tap_io(no_delay), routes::router(self.state, crate::openapi::router()))
             .with_graceful_shutdown(runaii_wire::shutdown::signal())
             .await?;
@@ -81,6 +81,9 @@ impl Application {
         // answer, an idempotent answer being stored) still records what it cost.
         tasks.close();
         drain(&tasks).await;
+        if let Err(e) = leases.give_back_all().await {
+            tracing::warn!(error = %e, "credit leases not given back; the other replicas release them when this one is gone");
+        }
         // The requests have ended and settled their holds: stop saying this replica is alive, then leave,
         // so the others do not wait for its row to go stale.
         let _ = stop_heartbeat.send(());
@@ -107,13 +110,14 @@ pub(crate) fn no_delay(stream: &mut tokio::net::TcpStream) {
     }
 }
 
-/// Every minute: release credit holds older than `--hold-expiry-s` (a backstop: holds of dead replicas go
-/// within `--replica-timeout-ms`, see [`replica_heartbeat`]), and forget idempotency keys past their
-/// lifetime. Every replica runs it; the statements are safe to run concurrently.
-async fn housekeeping(db: sqlx::PgPool, limits: crate::config::LimitArgs) {
+/// Every minute: give back this replica's credit leases idle for a minute, release credit holds older
+/// than `--hold-expiry-s` (a backstop: holds of dead replicas go within `--replica-timeout-ms`, see
+/// [`replica_heartbeat`]), and forget idempotency keys past their lifetime. Every replica runs it; the statements are safe to run concurrently.
+async fn housekeeping(db: sqlx::PgPool, limits: crate::config::LimitArgs, leases: std::sync::Arc<crate::billing::leases::Leases>) {
     let mut tick = tokio::time::interval(std::time::Duration::from_secs(60));
     loop {
         tick.tick().await;
+        leases.give_back_idle(std::time::Duration::from_secs(60)).await;
         match crate::db::credits::release_stale_holds(&db, i64::from(limits.hold_expiry_s)).await {
             Ok(0) => {}
             Ok(n) => tracing::warn!(tenants = n, "released stale credit holds"),

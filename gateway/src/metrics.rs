@@ -37,6 +37,8 @@ pub struct Metrics {
     /// group size, the writes each WAL flush carries.
     pub ledger_commits: Counters<u64>,
     pub ledger_records: Counters<u64>,
+    /// Credit holds by kind: `lease` (in memory, against this replica's lease) or `exact` (a round trip).
+    pub credit_holds: Counters<u64>,
 }
 
 #[must_use]
@@ -56,6 +58,7 @@ pub fn global() -> &'static Metrics {
         announcements_rejected: Counters::new(&["reason"]),
         ledger_commits: Counters::new(&["kind"]),
         ledger_records: Counters::new(&["kind"]),
+        credit_holds: Counters::new(&["kind"]),
     })
 }
 

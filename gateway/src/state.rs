@@ -19,6 +19,8 @@ use crate::upstream::Registry;
 pub struct AppState {
     pub db: PgPool,
     pub keys: Arc<KeyCache>,
+    /// This replica's leases of tenants' credit (`billing::leases`).
+    pub leases: Arc<crate::billing::leases::Leases>,
     /// Writes cost records in groups, one transaction per group (`billing::writer`).
     pub ledger: crate::billing::writer::LedgerWriter,
     /// The catalog every request reads, kept fresh by `changes.rs`.
@@ -48,10 +50,12 @@ impl AppState {
         let http = reqwest::Client::builder().connect_timeout(Duration::from_secs(2)).pool_idle_timeout(Duration::from_secs(30)).build()?;
         let redis = Arc::new(RedisLink::new(settings.redis_url.expose()).await?);
         let secrets = settings.workers.secrets()?;
+        let replica_id = uuid::Uuid::now_v7();
         Ok(Self {
             keys: Arc::new(KeyCache::new(Duration::from_millis(settings.key_cache_ms))),
             catalog: Arc::default(),
             ledger: crate::billing::writer::LedgerWriter::start(db.clone()),
+            leases: Arc::new(crate::billing::leases::Leases::new(db.clone(), replica_id)),
             registry: Arc::new(Registry::new(Arc::clone(&redis), db.clone(), http.clone(), secrets.clone())),
             limiter: Arc::new(Limiter::new(redis, settings.limits.on_redis_failure)),
             admin,
@@ -59,7 +63,7 @@ impl AppState {
             db,
             http,
             settings: Arc::new(settings),
-            replica_id: uuid::Uuid::now_v7(),
+            replica_id,
             tasks: tokio_util::task::TaskTracker::new(),
         })
     }

@@ -15,7 +15,11 @@ fn small_request() -> Value {
 
 #[tokio::test]
 async fn concurrent_requests_never_overdraw_and_the_ledger_explains_the_balance() {
-    let app = spawn_app().await;
+    // Three replicas on one database, the requests spread over them: leases and holds of every replica
+    // together stay within the balance. Each gets the pool a production replica has.
+    let pool = |s: &mut runaii_gateway::config::Settings| s.db.db_max_connections = 16;
+    let app = common::spawn_app_with(pool).await;
+    let bases = [app.base.clone(), common::spawn_replica(&app, pool).await, common::spawn_replica(&app, pool).await];
     let tenant = "small-balance";
     let key = create_key(&app.db, tenant).await;
     // Worst case of one request ≈ 0.00004 USD (a ~370-token prompt bound and 16 output tokens); the
@@ -24,11 +28,11 @@ async fn concurrent_requests_never_overdraw_and_the_ledger_explains_the_balance(
     let granted: Decimal = "0.0001".parse().unwrap();
     let tenant_id = grant(&app.db, tenant, "0.0001").await;
 
-    let sends = (0..24).map(|_| {
+    let sends = (0..24).map(|i| {
         let (app_key, req) = (key.clone(), small_request());
-        let app = &app;
+        let base = bases[i % bases.len()].clone();
         async move {
-            let r = app.post_as(&app_key, "/v1/chat/completions", &req, &[]).await;
+            let r = common::client().post(format!("{base}/v1/chat/completions")).bearer_auth(&app_key).json(&req).send().await.unwrap();
             let status = r.status().as_u16();
             let retry = r.headers().get("x-should-retry").map(|v| v.to_str().unwrap().to_owned());
             (status, retry, r.json::<Value>().await.unwrap())
@@ -57,7 +61,7 @@ async fn concurrent_requests_never_overdraw_and_the_ledger_explains_the_balance(
     let holds: i64 = sqlx::query_scalar("SELECT count(*) FROM credit_holds").fetch_one(&app.db).await.unwrap();
     assert_eq!(records, i64::try_from(ok).unwrap(), "one record per admitted request; refusals have none");
     assert!(balance >= Decimal::ZERO);
-    assert_eq!(reserved, Decimal::ZERO, "every hold was settled");
+    assert_eq!(reserved, Decimal::ZERO, "every hold was settled (a balance this small gets no lease)");
     assert_eq!(holds, 0);
     assert_eq!(balance, granted - spent.unwrap(), "balance = grants - sum of cost records");
     assert_eq!(balance, ledger, "the ledger's sum is the balance");
@@ -124,4 +128,77 @@ async fn money_tables_are_append_only() {
     }
     let overdraw = sqlx::query("UPDATE tenants SET reserved = balance + 1").execute(&app.db).await;
     assert!(overdraw.is_err(), "the database itself refuses reserving more than the balance");
+}
+
+/// With enough credit every replica leases a slice and holds against it in memory; whatever each
+/// replica held, the books close: one record per request, balance = grants − their costs, the ledger's
+/// sum is the balance, no hold is left, and what is still reserved is exactly what is leased.
+#[tokio::test]
+async fn requests_held_against_leases_on_three_replicas_reconcile() {
+    // Three replicas contend for one tenant's row: each gets the pool a production replica has.
+    let pool = |s: &mut runaii_gateway::config::Settings| s.db.db_max_connections = 16;
+    let app = common::spawn_app_with(pool).await;
+    let bases = [app.base.clone(), common::spawn_replica(&app, pool).await, common::spawn_replica(&app, pool).await];
+    let key = create_key(&app.db, "well-funded").await;
+    let tenant_id = grant(&app.db, "well-funded", "10").await;
+    // A first request on each replica holds exactly and makes it lease a slice.
+    for base in &bases {
+        let r = common::client().post(format!("{base}/v1/chat/completions")).bearer_auth(&key).json(&small_request()).send().await.unwrap();
+        assert_eq!(r.status(), 200);
+    }
+    let leases = || async {
+        sqlx::query_scalar::<_, i64>("SELECT count(*) FROM credit_leases WHERE tenant_id = $1 AND amount > 0")
+            .bind(tenant_id)
+            .fetch_one(&app.db)
+            .await
+            .unwrap()
+    };
+    let started = std::time::Instant::now();
+    while leases().await < 3 {
+        assert!(started.elapsed() < std::time::Duration::from_secs(10), "every replica leases a slice");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let leased_holds = || runaii_gateway::metrics::global().credit_holds.get(&["lease"]);
+    let before = leased_holds();
+    let sends = (0..24).map(|i| {
+        let (key, req, base) = (key.clone(), small_request(), bases[i % bases.len()].clone());
+        async move {
+            let r = common::client().post(format!("{base}/v1/chat/completions")).bearer_auth(&key).json(&req).send().await.unwrap();
+            (r.status().as_u16(), r.json::<Value>().await.unwrap())
+        }
+    });
+    let results = futures::future::join_all(sends).await;
+    assert!(results.iter().all(|r| r.0 == 200), "{results:?}");
+    assert!(leased_holds() - before >= 24, "the second wave held against the leases, in memory");
+    let (balance, reserved): (Decimal, Decimal) =
+        sqlx::query_as("SELECT balance, reserved FROM tenants WHERE id = $1").bind(tenant_id).fetch_one(&app.db).await.unwrap();
+    let (records, spent): (i64, Decimal) = sqlx::query_as("SELECT count(*), sum(cost) FROM cost_records WHERE tenant_id = $1")
+        .bind(tenant_id)
+        .fetch_one(&app.db)
+        .await
+        .unwrap();
+    let ledger: Decimal =
+        sqlx::query_scalar("SELECT sum(amount) FROM credit_ledger WHERE tenant_id = $1").bind(tenant_id).fetch_one(&app.db).await.unwrap();
+    let leased: Decimal = sqlx::query_scalar("SELECT COALESCE(sum(amount), 0) FROM credit_leases WHERE tenant_id = $1")
+        .bind(tenant_id)
+        .fetch_one(&app.db)
+        .await
+        .unwrap();
+    let holds: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM credit_holds WHERE tenant_id = $1").bind(tenant_id).fetch_one(&app.db).await.unwrap();
+    assert_eq!(records, 27);
+    assert_eq!(balance, Decimal::from(10) - spent);
+    assert_eq!(ledger, balance);
+    assert_eq!(holds, 0);
+    assert!(leased > Decimal::ZERO, "the replicas leased credit");
+    assert_eq!(reserved, leased, "nothing is reserved but the leases");
+    for (_, body) in &results {
+        let cost: Decimal = sqlx::query_scalar("SELECT cost FROM cost_records WHERE request_id = $1")
+            .bind(body["id"].as_str().unwrap())
+            .fetch_one(&app.db)
+            .await
+            .unwrap();
+        let said: Decimal = serde_json::to_string(&body["usage"]["cost"]).unwrap().parse().unwrap();
+        assert_eq!(said, cost.normalize(), "what each answer said it cost is its record");
+    }
 }

@@ -94,6 +94,7 @@ async fn a_cost_above_the_hold_is_recorded_with_its_shortfall() {
         http_status: 200,
         error_code: None,
         latency_ms: 5,
+        leased: None,
     };
     // Available to it: its hold (0.0004) and what no other hold reserves (0.0001).
     let settled = costs::settle(&app.db, &[record("req-over", "0.002")]).await.expect("recorded, not refused")[0];
@@ -166,6 +167,7 @@ async fn a_group_is_charged_in_order_and_one_bad_record_spoils_nothing() {
         http_status: 200,
         error_code: None,
         latency_ms: 1,
+        leased: None,
     };
     let settled = costs::settle(&app.db, &[record("g-1", "0.0006"), record("g-2", "0.0006")]).await.unwrap();
     assert_eq!((settled[0].charged, settled[0].shortfall), (d("0.0006"), Decimal::ZERO));

@@ -96,17 +96,29 @@ async fn a_killed_replicas_holds_are_released_by_another_within_the_timeout() {
     let mut stream = common::client().post(format!("{base}/v1/chat/completions")).bearer_auth(&app.key).json(&body).send().await.unwrap();
     assert_eq!(stream.status(), 200);
     assert!(stream.chunk().await.unwrap().is_some(), "the stream started");
-    let (holds, reserved): (i64, Decimal) =
-        sqlx::query_as("SELECT count(*), COALESCE(sum(amount), 0) FROM credit_holds WHERE replica_id = $1")
-            .bind(doomed_replica)
-            .fetch_one(&app.db)
-            .await
-            .unwrap();
-    assert_eq!(holds, 1, "the stream's hold names the replica that took it");
+    let holds: i64 = sqlx::query_scalar("SELECT count(*) FROM credit_holds WHERE replica_id = $1")
+        .bind(doomed_replica)
+        .fetch_one(&app.db)
+        .await
+        .unwrap();
+    assert_eq!(holds, 1, "the stream's hold names the replica that took it (its first request: no lease yet)");
     let tenant_reserved = || async {
         sqlx::query_scalar::<_, Decimal>("SELECT reserved FROM tenants WHERE id = $1").bind(app.tenant_id).fetch_one(&app.db).await.unwrap()
     };
-    assert_eq!(tenant_reserved().await, reserved);
+    // The replica also leased a slice of the tenant's credit for its next requests.
+    let leased = || async {
+        sqlx::query_scalar::<_, Decimal>("SELECT COALESCE(sum(amount), 0) FROM credit_leases WHERE replica_id = $1")
+            .bind(doomed_replica)
+            .fetch_one(&app.db)
+            .await
+            .unwrap()
+    };
+    let start = Instant::now();
+    while leased().await.is_zero() {
+        assert!(start.elapsed() < Duration::from_secs(10), "the replica took no lease");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(tenant_reserved().await > leased().await, "the tenant's reserved credit is the hold and the lease");
 
     doomed.0.kill().unwrap();
     doomed.0.wait().unwrap();
@@ -130,7 +142,8 @@ async fn a_killed_replicas_holds_are_released_by_another_within_the_timeout() {
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    assert_eq!(tenant_reserved().await, Decimal::ZERO, "the tenant has its credit back");
+    assert_eq!(tenant_reserved().await, Decimal::ZERO, "the tenant has its credit back, the lease too");
+    assert!(leased().await.is_zero());
     assert!(!replicas(&app.db).await.contains(&doomed_replica), "and the dead replica is forgotten");
 
     // Nothing else was touched: the live replica's hold, the legacy hold, the other tenant's reservation.

@@ -6,8 +6,9 @@ use std::time::Instant;
 use rust_decimal::Decimal;
 use tracing::Instrument as _;
 
+use super::leases::{Held, Leases};
 use crate::auth::Caller;
-use crate::db::costs::CostRecord;
+use crate::db::costs::{CostRecord, Leased};
 use crate::db::models::ModelRow;
 use crate::error::ApiError;
 use crate::ratelimit::Limiter;
@@ -66,6 +67,10 @@ pub struct Ledger {
     pub limiter: Arc<Limiter>,
     /// Where the request's detached work runs (see `AppState::tasks`).
     pub tasks: tokio_util::task::TaskTracker,
+    /// How the request's worst case is held, and the replica's leases when it is held against one.
+    pub held: Held,
+    pub leases: Arc<Leases>,
+    pub replica: uuid::Uuid,
 }
 
 /// How long the record of an answer already delivered is retried before it is given up (and logged).
@@ -121,12 +126,21 @@ impl Ledger {
             http_status,
             error_code,
             latency_ms: u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX),
+            leased: match self.held {
+                Held::Leased(worst) => Some(Leased { replica: self.replica, worst }),
+                Held::Exact => None,
+            },
         };
         let span = tracing::info_span!("cost record", status = record.status);
+        // On failure a leased request's worst case stays counted against the lease (the record may yet
+        // be written by a retry): the slice stays conservative, never larger than the lease row.
         let settled = self.writer.settle(record.clone()).instrument(span).await.map_err(|e| {
             tracing::error!(request_id = %self.request_id, error = %e, "cost record not written");
             ApiError::LedgerUnavailable
         })?;
+        if let Held::Leased(worst) = self.held {
+            self.leases.settled(self.caller.tenant_id, worst, settled.charged.min(worst));
+        }
         if !settled.shortfall.is_zero() {
             // The hold was meant to be the worst case: a shortfall means the bound missed something.
             tracing::error!(request_id = %self.request_id, cost = %cost, shortfall = %settled.shortfall.normalize(),

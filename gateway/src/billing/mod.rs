@@ -1,5 +1,6 @@
 //! Pricing, credit holds and cost records. Money is `Decimal`, never a float.
 
+pub mod leases;
 mod ledger;
 pub(crate) mod pricing;
 mod reserve;

@@ -23,6 +23,15 @@ pub struct CostRecord {
     pub http_status: u16,
     pub error_code: Option<String>,
     pub latency_ms: u64,
+    /// Held against a replica's credit lease (`None`: an exact hold, a `credit_holds` row).
+    pub leased: Option<Leased>,
+}
+
+/// A request held against a replica's lease: its worst case, which the settlement charges from.
+#[derive(Debug, Clone, Copy)]
+pub struct Leased {
+    pub replica: Uuid,
+    pub worst: Decimal,
 }
 
 /// What a settlement did: the record's cost was charged in full, or up to what the tenant had.
@@ -42,8 +51,11 @@ pub struct Settled {
 /// `shortfall`, for finance to see, instead of the no-overdraw check refusing it and the record being
 /// lost. Records of one tenant are charged in the order given, each against what the previous left.
 ///
-/// Locks are taken in the order every other writer takes them (hold rows, then tenant rows by id), so a
-/// concurrent release of stale holds waits rather than deadlocks.
+/// A request held against a replica's lease (`leased`) is charged from its worst case there, and what it
+/// is charged (up to that worst case) leaves the lease with it.
+///
+/// Locks are taken in the order every other writer takes them (hold rows, then tenant rows by id, then
+/// lease rows), so a concurrent release of stale holds waits rather than deadlocks.
 ///
 /// # Errors
 /// Database errors, including a second record for the same request id (unique violation): then nothing
@@ -74,16 +86,43 @@ pub async fn settle(db: &PgPool, records: &[CostRecord]) -> Result<Vec<Settled>,
     .collect();
     let mut settled = Vec::with_capacity(records.len());
     let mut per_tenant: HashMap<Uuid, (Decimal, Decimal)> = HashMap::new();
+    let mut per_lease: HashMap<(Uuid, Uuid), Decimal> = HashMap::new();
     for r in records {
         let (balance, reserved) = money.get_mut(&r.tenant_id).ok_or(sqlx::Error::RowNotFound)?;
-        let hold = holds.get(&r.request_id).copied().unwrap_or(Decimal::ZERO);
+        // An exact hold is released whole. A leased request's worst case is its share of the lease: what
+        // it is charged, up to that, leaves the lease; the rest stays leased for the next requests.
+        let hold = match r.leased {
+            Some(lease) => lease.worst,
+            None => holds.get(&r.request_id).copied().unwrap_or(Decimal::ZERO),
+        };
         let s = charge(r.cost, *balance - *reserved + hold);
+        let released = match r.leased {
+            Some(lease) => {
+                let from_lease = s.charged.min(lease.worst);
+                *per_lease.entry((r.tenant_id, lease.replica)).or_default() += from_lease;
+                from_lease
+            }
+            None => hold,
+        };
         *balance -= s.charged;
-        *reserved -= hold;
+        *reserved -= released;
         let totals = per_tenant.entry(r.tenant_id).or_default();
         totals.0 += s.charged;
-        totals.1 += hold;
+        totals.1 += released;
         settled.push(s);
+    }
+    if !per_lease.is_empty() {
+        let ((tenants, replicas), amounts): ((Vec<Uuid>, Vec<Uuid>), Vec<Decimal>) = per_lease.into_iter().unzip();
+        sqlx::query(
+            "UPDATE credit_leases SET amount = credit_leases.amount - d.amount
+             FROM UNNEST($1::uuid[], $2::uuid[], $3::numeric[]) AS d(tenant_id, replica_id, amount)
+             WHERE credit_leases.tenant_id = d.tenant_id AND credit_leases.replica_id = d.replica_id",
+        )
+        .bind(&tenants)
+        .bind(&replicas)
+        .bind(&amounts)
+        .execute(&mut *tx)
+        .await?;
     }
     insert_records(&mut tx, records, &settled).await?;
     let (ids, (charged, released)): (Vec<Uuid>, (Vec<Decimal>, Vec<Decimal>)) = per_tenant.into_iter().unzip();

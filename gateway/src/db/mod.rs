@@ -5,6 +5,7 @@ pub mod costs;
 pub mod credits;
 pub mod idempotency;
 pub mod keys;
+pub mod leases;
 pub mod models;
 pub mod notify;
 pub mod replicas;

@@ -26,32 +26,41 @@ pub async fn remove(db: &PgPool, replica: Uuid) -> Result<(), sqlx::Error> {
     Ok(())
 }
 
-/// Forgets replicas not seen for `stale_after_ms` and releases every hold taken by a replica that has no
-/// live row: returns how many tenants got credit back. Holds without a replica (taken before replicas
-/// were recorded) are left to the age limit of [`super::credits::release_stale_holds`].
+/// Forgets replicas not seen for `stale_after_ms` and releases every hold and every credit lease taken
+/// by a replica that has no live row. Holds without a replica (taken before replicas were recorded) are
+/// left to the age limit of [`super::credits::release_stale_holds`].
 ///
-/// A replica registers before it serves, so a hold this statement sees always has its replica's row in
-/// the same snapshot unless that replica is gone. Locks are taken as settling takes them (hold rows, then
-/// tenant rows), so a request settling meanwhile waits for this or finds its hold gone, and is charged from
-/// what is available.
+/// A replica registers before it serves, so a hold or lease this sees always has its replica's row in the
+/// same snapshot unless that replica is gone. Locks are taken as settling takes them (hold rows, then
+/// tenant rows, then lease rows), so a request settling meanwhile waits for this or finds its hold gone,
+/// and is charged from what is available.
 ///
 /// # Errors
 /// Database errors.
 pub async fn release_orphaned_holds(db: &PgPool, stale_after_ms: i64) -> Result<u64, sqlx::Error> {
-    let done = sqlx::query(
-        "WITH dead AS (
-             DELETE FROM gateway_replicas WHERE last_seen < now() - make_interval(secs => $1 / 1000.0) RETURNING id),
-         orphaned AS (
+    let mut tx = db.begin().await?;
+    sqlx::query("DELETE FROM gateway_replicas WHERE last_seen < now() - make_interval(secs => $1 / 1000.0)")
+        .bind(stale_after_ms as f64)
+        .execute(&mut *tx)
+        .await?;
+    let holds = sqlx::query(
+        "WITH orphaned AS (
              DELETE FROM credit_holds h
-             WHERE h.replica_id IS NOT NULL
-               AND (h.replica_id IN (SELECT id FROM dead)
-                    OR NOT EXISTS (SELECT 1 FROM gateway_replicas r WHERE r.id = h.replica_id))
+             WHERE h.replica_id IS NOT NULL AND NOT EXISTS (SELECT 1 FROM gateway_replicas r WHERE r.id = h.replica_id)
              RETURNING tenant_id, amount),
          per_tenant AS (SELECT tenant_id, sum(amount) AS amount FROM orphaned GROUP BY tenant_id)
          UPDATE tenants SET reserved = reserved - per_tenant.amount FROM per_tenant WHERE tenants.id = per_tenant.tenant_id",
     )
-    .bind(stale_after_ms as f64)
-    .execute(db)
+    .execute(&mut *tx)
     .await?;
-    Ok(done.rows_affected())
+    let dead: Vec<Uuid> = sqlx::query_scalar(
+        "SELECT DISTINCT replica_id FROM credit_leases l WHERE NOT EXISTS (SELECT 1 FROM gateway_replicas r WHERE r.id = l.replica_id)",
+    )
+    .fetch_all(&mut *tx)
+    .await?;
+    if !dead.is_empty() {
+        super::leases::give_back_all(&mut tx, &dead).await?;
+    }
+    tx.commit().await?;
+    Ok(holds.rows_affected() + dead.len() as u64)
 }

@@ -11,9 +11,23 @@ pub struct Tenant {
     pub id: Uuid,
     pub name: String,
     pub balance: Decimal,
+    /// Held for requests in flight and leased to gateway replicas (`leased` of it).
     pub reserved: Decimal,
+    pub leased: Decimal,
     pub created_at: DateTime<Utc>,
 }
+
+impl Tenant {
+    /// What the tenant's requests in flight hold with holds of their own (the leases excluded: their
+    /// credit stays the tenant's, set aside for its next requests).
+    #[must_use]
+    pub fn held(&self) -> Decimal {
+        self.reserved - self.leased
+    }
+}
+
+const COLUMNS: &str =
+    "id, name, balance, reserved, COALESCE((SELECT sum(amount) FROM credit_leases l WHERE l.tenant_id = t.id), 0) AS leased, created_at";
 
 /// The id of the tenant called `name`.
 ///
@@ -26,7 +40,7 @@ pub async fn find(db: &PgPool, name: &str) -> Result<Option<Uuid>, sqlx::Error> 
 /// # Errors
 /// Database errors; a unique violation when the name is taken.
 pub async fn create(tx: &mut sqlx::PgConnection, name: &str) -> Result<Tenant, sqlx::Error> {
-    sqlx::query_as("INSERT INTO tenants (id, name) VALUES ($1, $2) RETURNING id, name, balance, reserved, created_at")
+    sqlx::query_as("INSERT INTO tenants (id, name) VALUES ($1, $2) RETURNING id, name, balance, reserved, 0::numeric AS leased, created_at")
         .bind(Uuid::now_v7())
         .bind(name)
         .fetch_one(tx)
@@ -38,7 +52,7 @@ pub async fn create(tx: &mut sqlx::PgConnection, name: &str) -> Result<Tenant, s
 /// # Errors
 /// Database errors.
 pub async fn list(db: &PgPool, id: Option<Uuid>) -> Result<Vec<Tenant>, sqlx::Error> {
-    sqlx::query_as("SELECT id, name, balance, reserved, created_at FROM tenants WHERE $1::uuid IS NULL OR id = $1 ORDER BY created_at")
+    sqlx::query_as(&format!("SELECT {COLUMNS} FROM tenants t WHERE $1::uuid IS NULL OR id = $1 ORDER BY created_at"))
         .bind(id)
         .fetch_all(db)
         .await

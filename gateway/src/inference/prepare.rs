@@ -9,6 +9,7 @@ use rust_decimal::Decimal;
 use serde_json::{json, Value};
 
 use crate::auth::Caller;
+use crate::billing::leases::Held;
 use crate::billing::{worst_case_cost, Ledger};
 use crate::db::credits;
 use crate::db::models::ModelRow;
@@ -53,7 +54,7 @@ pub async fn prepare(
         // The gateway always needs the usage to bill; the client gets it only if it asked.
         body["stream_options"] = json!({"include_usage": true});
     }
-    hold_worst_case(state, &caller, &model, &body, &request_id).await?;
+    let held = hold_worst_case(state, &caller, &model, &body, &request_id).await?;
     // From here every outcome has a cost record under this id: whatever answer goes out names it.
     let ledger = Ledger {
         writer: state.ledger.clone(),
@@ -64,19 +65,29 @@ pub async fn prepare(
         started: crate::metrics::arrived(),
         limiter: Arc::clone(&state.limiter),
         tasks: state.tasks.clone(),
+        held,
+        leases: Arc::clone(&state.leases),
+        replica: state.replica_id,
     };
     Ok(Prepared { ledger, body, stream: request.stream, include_usage: request.include_usage() })
 }
 
-/// Holds the request's worst-case cost from the tenant's credit; the ledger settles it when the request
-/// ends. From here on every outcome is recorded, which releases the hold.
+/// Holds the request's worst-case cost from the tenant's credit: against this replica's lease when it
+/// has room (no round trip), else with a hold of its own. The ledger settles it when the request ends;
+/// from here on every outcome is recorded, which releases the hold.
 ///
 /// # Errors
 /// 402 `insufficient_credits` when the tenant cannot cover the worst case; nothing is charged.
-async fn hold_worst_case(state: &AppState, caller: &Caller, model: &ModelRow, body: &Value, request_id: &str) -> Result<(), ApiError> {
+async fn hold_worst_case(state: &AppState, caller: &Caller, model: &ModelRow, body: &Value, request_id: &str) -> Result<Held, ApiError> {
     let worst = worst_case_cost(model, body);
+    let holds = &crate::metrics::global().credit_holds;
+    if state.leases.try_hold(caller.tenant_id, worst) {
+        holds.add(&["lease"], 1);
+        return Ok(Held::Leased(worst));
+    }
     if credits::hold(&state.db, caller.tenant_id, request_id, worst, state.replica_id).await? {
-        return Ok(());
+        holds.add(&["exact"], 1);
+        return Ok(Held::Exact);
     }
     let available = credits::balance(&state.db, caller.tenant_id).await?.map_or(Decimal::ZERO, |b| b.available());
     Err(ApiError::InsufficientCredits { needed: worst.normalize().to_string(), available: available.normalize().to_string() })

@@ -17,7 +17,12 @@ pub struct Tenant {
     pub object: &'static str,
     pub name: String,
     pub balance: DecimalString,
+    /// Held for requests in flight, each for its worst-case cost.
     pub reserved: DecimalString,
+    /// Set aside on gateway replicas for the tenant's next requests (still the tenant's, and counted in
+    /// `available`): each replica holds requests against its share without a round trip to the ledger.
+    pub leased: DecimalString,
+    /// `balance - reserved`: what new requests may use.
     pub available: DecimalString,
     #[schema(inline)]
     pub currency: Usd,
@@ -31,8 +36,9 @@ impl From<&rows::Tenant> for Tenant {
             object: "tenant",
             name: t.name.clone(),
             balance: t.balance.into(),
-            reserved: t.reserved.into(),
-            available: (t.balance - t.reserved).into(),
+            reserved: t.held().into(),
+            leased: t.leased.into(),
+            available: (t.balance - t.held()).into(),
             currency: Usd::Usd,
             created_at: t.created_at,
         }

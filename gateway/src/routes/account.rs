@@ -83,11 +83,11 @@ pub(super) async fn get(State(state): State<AppState>, caller: Caller) -> Result
     let month = reports::totals(&state.db, Some(caller.tenant_id), start, now + chrono::Duration::seconds(1)).await?.pop();
     Ok(Json(Account {
         object: AccountObject::Account,
-        tenant: AccountTenant { id: tenant.id, name: tenant.name },
+        tenant: AccountTenant { id: tenant.id, name: tenant.name.clone() },
         currency: Usd::Usd,
         balance: tenant.balance.into(),
-        reserved: tenant.reserved.into(),
-        available: (tenant.balance - tenant.reserved).into(),
+        reserved: tenant.held().into(),
+        available: (tenant.balance - tenant.held()).into(),
         usage: MonthUsage {
             month: format!("{:04}-{:02}", now.year(), now.month()),
             requests: month.as_ref().map_or(0, |m| m.requests),

@@ -134,13 +134,20 @@ pub async fn spawn_replica(app: &TestApp, configure: impl FnOnce(&mut Settings))
     base
 }
 
-/// Test binaries run one after another: the first test of each drops the databases earlier runs left.
+/// The first test of each binary drops the databases that runs at least an hour old left behind. Only
+/// old ones: other test runs (another checkout's, a CI job) may be using theirs right now. The name's
+/// UUIDv7 says when it was made.
 async fn drop_old_databases(admin: &PgPool) {
     static ONCE: tokio::sync::OnceCell<()> = tokio::sync::OnceCell::const_new();
     ONCE.get_or_init(|| async {
         let old: Vec<String> =
             sqlx::query_scalar("SELECT datname FROM pg_database WHERE datname LIKE 'runaii_test_%'").fetch_all(admin).await.unwrap();
+        let hour_ago = chrono::Utc::now().timestamp_millis() - 3_600_000;
         for db in old {
+            let made_ms = db.strip_prefix("runaii_test_").and_then(|hex| hex.get(..12)).and_then(|ms| i64::from_str_radix(ms, 16).ok());
+            if made_ms.is_some_and(|ms| ms > hour_ago) {
+                continue;
+            }
             // Names come from pg_database and match runaii_test_<hex>: safe to splice.
             let _ = sqlx::query(&format!("DROP DATABASE IF EXISTS {db} WITH (FORCE)")).execute(admin).await;
         }
