@@ -23,13 +23,20 @@ impl PgSource {
     }
 
     /// The database's clock and the tenant's balance, read together: records created after this
-    /// instant are the run's.
+    /// instant are the run's. `reserved` leaves out the gateways' credit leases (still the tenant's,
+    /// set aside for its next requests), as the admin API does: what is held for requests in flight.
     ///
     /// # Errors
     /// Database errors; `RowNotFound` for an unknown tenant.
     pub async fn balance(&self, tenant: Uuid) -> Result<(DateTime<Utc>, Balance), sqlx::Error> {
         let (at, balance, reserved): (DateTime<Utc>, Decimal, Decimal) =
-            sqlx::query_as("SELECT now(), balance, reserved FROM tenants WHERE id = $1").bind(tenant).fetch_one(&self.pool).await?;
+            sqlx::query_as(
+                "SELECT now(), balance, reserved - COALESCE((SELECT sum(amount) FROM credit_leases WHERE tenant_id = t.id), 0)
+                 FROM tenants t WHERE id = $1",
+            )
+            .bind(tenant)
+            .fetch_one(&self.pool)
+            .await?;
         Ok((at, Balance { balance, reserved }))
     }
 
