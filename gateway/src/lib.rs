@@ -5,7 +5,7 @@
 //! `billing` (pricing, credit holds and the cost ledger), `ratelimit` (per-key limits in Redis),
 //! `idempotency` (`Idempotency-Key`), `admin` (the JWT-guarded admin API), `db` (SQL only), `openapi`
 //! (the OpenAPI document, from the handlers' attributes). `fuzzing` holds the invariants the `fuzz/` targets
-//! check, so the corpus replays in `cargo test` too.
+//! check, so the corpus replays in `cargo test` too. `console` is the web console at `/console`.
 
 pub mod admin;
 pub mod app;
@@ -13,6 +13,7 @@ pub mod auth;
 pub mod billing;
 pub mod completions;
 pub mod config;
+pub mod console;
 pub mod db;
 pub mod error;
 pub mod extract;

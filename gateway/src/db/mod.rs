@@ -6,9 +6,11 @@ pub mod credits;
 pub mod idempotency;
 pub mod keys;
 pub mod models;
+pub mod outcomes;
 pub mod replicas;
 pub mod reports;
 pub mod tenants;
+pub mod usage;
 
 use std::time::Duration;
 

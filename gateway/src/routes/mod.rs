@@ -47,6 +47,7 @@ pub fn router(state: AppState) -> Router {
                 .route_layer(middleware::map_response(crate::messages::errors::rewrite)),
         )
         .merge(crate::admin::router())
+        .merge(crate::console::router(&state))
         .route("/health", get(|| async { "ok" }))
         .route("/metrics", get(metrics::scrape))
         .route("/openapi.json", get(crate::openapi::serve))
