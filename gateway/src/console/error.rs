@@ -15,6 +15,8 @@ pub(crate) enum Ended {
     NoSession,
     /// The API refused the session's credential: the key was revoked or expired, the token expired.
     CredentialRefused,
+    /// The session reached its hard end: 12 hours, or its admin token's expiry.
+    Expired,
 }
 
 impl Ended {
@@ -22,6 +24,7 @@ impl Ended {
         match self {
             Self::NoSession => "none",
             Self::CredentialRefused => "refused",
+            Self::Expired => "expired",
         }
     }
 }

@@ -132,6 +132,16 @@ impl SessionId {
     }
 }
 
+/// What a session id finds.
+#[derive(Debug)]
+pub(crate) enum Lookup {
+    Found(Credential),
+    /// No such session: never opened, signed out, idle too long, or not opened by this id.
+    Missing,
+    /// The session reached its hard end (12 hours, or its admin token's expiry).
+    Expired,
+}
+
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum SessionError {
     #[error("sign-in sessions are kept in Redis, which does not answer; try again shortly")]
@@ -180,7 +190,9 @@ impl Sessions {
         let (nonce, sealed) = seal(&id.derive(b"seal"), kind, secret.as_bytes());
         let record = Record { kind, nonce: hex::encode(nonce), sealed: hex::encode(sealed), expires_at: ends.timestamp() };
         let value = serde_json::to_string(&record).map_err(|_| SessionError::Unavailable)?;
-        let ttl = IDLE_SECONDS.min((ends - Utc::now()).num_seconds()).max(1);
+        // Kept a minute past its end, so that the next page can say the session ended rather than that
+        // there is none.
+        let ttl = IDLE_SECONDS.min((ends - Utc::now()).num_seconds() + 60).max(1);
         let key = id.redis_key();
         self.redis()
             .await?
@@ -190,12 +202,11 @@ impl Sessions {
         Ok(id)
     }
 
-    /// The session's credential, restarting its idle time; `None` when it ended (idle, past its hard end,
-    /// signed out) or its record does not open with this id.
+    /// The session's credential, restarting its idle time.
     ///
     /// # Errors
     /// Redis unavailable.
-    pub(crate) async fn load(&self, id: &SessionId) -> Result<Option<Credential>, SessionError> {
+    pub(crate) async fn load(&self, id: &SessionId) -> Result<Lookup, SessionError> {
         let key = id.redis_key();
         let value = self
             .redis()
@@ -205,15 +216,15 @@ impl Sessions {
             })
             .await
             .ok_or(SessionError::Unavailable)?;
-        let Some(record) = value.and_then(|v| serde_json::from_str::<Record>(&v).ok()) else { return Ok(None) };
+        let Some(record) = value.and_then(|v| serde_json::from_str::<Record>(&v).ok()) else { return Ok(Lookup::Missing) };
         if record.expires_at <= Utc::now().timestamp() {
             self.close(id).await;
-            return Ok(None);
+            return Ok(Lookup::Expired);
         }
-        let (Ok(nonce), Ok(sealed)) = (hex::decode(&record.nonce), hex::decode(&record.sealed)) else { return Ok(None) };
-        let Some(plain) = open(&id.derive(b"seal"), record.kind, &nonce, &sealed) else { return Ok(None) };
-        let Ok(secret) = String::from_utf8(plain) else { return Ok(None) };
-        Ok(Some(match record.kind {
+        let (Ok(nonce), Ok(sealed)) = (hex::decode(&record.nonce), hex::decode(&record.sealed)) else { return Ok(Lookup::Missing) };
+        let Some(plain) = open(&id.derive(b"seal"), record.kind, &nonce, &sealed) else { return Ok(Lookup::Missing) };
+        let Ok(secret) = String::from_utf8(plain) else { return Ok(Lookup::Missing) };
+        Ok(Lookup::Found(match record.kind {
             Kind::ApiKey => Credential::ApiKey(secret),
             Kind::AdminToken => Credential::AdminToken(secret),
         }))

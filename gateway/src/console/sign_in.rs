@@ -49,6 +49,7 @@ pub(crate) async fn home(signed: Result<SignedIn, ConsoleError>) -> Response {
 pub(crate) async fn form(headers: HeaderMap, Query(q): Query<Ended>) -> Response {
     let note = match q.ended.as_deref() {
         Some("refused") => Some("The API no longer accepts the key or token this session used (revoked or expired). Sign in again."),
+        Some("expired") => Some("The session reached its end (its admin token expired, or 12 hours passed). Sign in again."),
         Some(_) => Some("Sign in to continue."),
         None => None,
     };

@@ -10,7 +10,7 @@ use axum::http::request::Parts;
 use axum::http::{HeaderMap, Request};
 
 use super::error::{ConsoleError, Ended};
-use super::session::{Credential, SessionId, COOKIE as SESSION_COOKIE};
+use super::session::{Credential, Lookup, SessionId, COOKIE as SESSION_COOKIE};
 use super::Console;
 use crate::admin::{Claims, Role};
 use crate::auth::Caller;
@@ -151,7 +151,11 @@ impl FromRequestParts<Console> for SignedIn {
 
     async fn from_request_parts(parts: &mut Parts, console: &Console) -> Result<Self, Self::Rejection> {
         let session = session_cookie(&parts.headers).ok_or(ConsoleError::SignedOut(Ended::NoSession))?;
-        let credential = console.sessions.load(&session).await?.ok_or(ConsoleError::SignedOut(Ended::NoSession))?;
+        let credential = match console.sessions.load(&session).await? {
+            Lookup::Found(credential) => credential,
+            Lookup::Missing => return Err(ConsoleError::SignedOut(Ended::NoSession)),
+            Lookup::Expired => return Err(ConsoleError::SignedOut(Ended::Expired)),
+        };
         match check(&console.app, &credential).await? {
             Some(who) => Ok(Self { session, who }),
             None => {
