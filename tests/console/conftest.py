@@ -127,6 +127,14 @@ class Console:
         """No page-wide horizontal scrolling (wide tables scroll inside their own box)."""
         return self.page.evaluate("document.documentElement.scrollWidth <= window.innerWidth + 1")
 
+    def widest(self) -> list[str]:
+        """The elements that stick out of the viewport, for a failure's message."""
+        return self.page.evaluate(
+            """() => [...document.querySelectorAll('body *')]
+                .filter(e => e.getBoundingClientRect().right > window.innerWidth + 1)
+                .slice(0, 5).map(e => e.tagName + '.' + e.className + ' ' + Math.round(e.getBoundingClientRect().right))"""
+        )
+
 
 @pytest.fixture
 def open_console(chromium, stack, shots):

@@ -201,6 +201,7 @@ def test_a_customer_cannot_see_another_tenants_data(open_console, stack, playgro
     assert theirs in them.page.content() and playground["id"] not in them.page.content()
     response = them.goto(f"/console/requests/{playground['id']}")
     assert response.status == 404
+    them.goto("/console/account")
     assert "console-other" in them.text("section.cards") and TENANT not in them.text("section.cards")
 
 
@@ -237,12 +238,12 @@ def test_pages_fit_a_phone_and_sign_out_ends_the_session(open_console, stack, pl
     phone = open_console(stack.api_key, viewport=PHONE, label="phone")
     for path, name in [("/console/account", "overview"), ("/console/requests", "requests"), ("/console/playground", "playground")]:
         phone.goto(path)
-        assert phone.fits_the_viewport(), f"{path} scrolls sideways on a phone"
         phone.shot(name)
+        assert phone.fits_the_viewport(), f"{path} scrolls sideways on a phone: {phone.widest()}"
     staff = open_console(stack.admin_token(["finance"]), viewport=PHONE, label="phone-finance")
     staff.goto(f"/console/finance/totals?month={month()}")
-    assert staff.fits_the_viewport()
     staff.shot("totals")
+    assert staff.fits_the_viewport(), staff.widest()
 
     signed_out = open_console(label="sign-in")
     signed_out.goto("/console/sign-in")

@@ -54,19 +54,19 @@ async fn page(console: &Console, signed: &SignedIn, customer: &Customer, outcome
             None => {}
         }
         div.table-scroll {
-            table #keys {
+            table.responsive #keys {
                 thead { tr { th { "Key" } th { "Name" } th { "Created" } th { "Expires" } th { "State" } th {} } }
                 tbody {
                     @for k in &rows {
                         @let revoked = k.revoked_at.is_some_and(|t| t <= now);
                         @let expired = k.expires_at.is_some_and(|t| t <= now);
                         tr {
-                            td { code { "rk-" (k.public_id) "-…" } @if k.public_id == customer.key_prefix.trim_start_matches("rk-") { " " span.tag { "this session" } } }
-                            td { (k.name) }
-                            td { (when(k.created_at)) }
-                            td { (k.expires_at.map_or_else(|| "never".to_owned(), when)) }
-                            td { @if revoked { "revoked" } @else if expired { "expired" } @else { "active" } }
-                            td {
+                            td data-label="Key" { code { "rk-" (k.public_id) "-…" } @if k.public_id == customer.key_prefix.trim_start_matches("rk-") { " " span.tag { "this session" } } }
+                            td data-label="Name" { (k.name) }
+                            td data-label="Created" { (when(k.created_at)) }
+                            td data-label="Expires" { (k.expires_at.map_or_else(|| "never".to_owned(), when)) }
+                            td data-label="State" { @if revoked { "revoked" } @else if expired { "expired" } @else { "active" } }
+                            td data-label="" {
                                 @if !revoked {
                                     form.inline method="post" action="/console/keys/revoke"
                                         data-confirm=(format!("Revoke rk-{}-…? Requests with it will be refused.", k.public_id)) {

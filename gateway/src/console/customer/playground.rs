@@ -73,6 +73,7 @@ impl Ask {
 /// What came back, as the page shows it.
 struct Answered {
     request_id: String,
+    /// The answer as the model wrote it (not re-encoded: a number like `420.00` stays as written).
     content: String,
     finish_reason: String,
     /// `None` when there was no schema; otherwise the validation errors (empty when valid).
@@ -188,7 +189,7 @@ async fn ask(console: &Console, customer: &Customer, ask: &Ask) -> Result<Answer
     let violations = schema.map(|schema| violations(&schema, &content));
     Ok(Answered {
         request_id: reply.id,
-        content: pretty(&content),
+        content,
         finish_reason: choice.finish_reason.unwrap_or_default(),
         violations,
         input_tokens: reply.usage.prompt_tokens,
@@ -232,11 +233,6 @@ fn violations(schema: &Value, content: &str) -> Vec<String> {
         Ok(validator) => validator.iter_errors(&instance).map(|e| format!("{}: {e}", e.instance_path())).collect(),
         Err(e) => vec![format!("the schema cannot be used to validate: {e}")],
     }
-}
-
-/// JSON indented for reading; other text as it came.
-fn pretty(content: &str) -> String {
-    serde_json::from_str::<Value>(content).ok().and_then(|v| serde_json::to_string_pretty(&v).ok()).unwrap_or_else(|| content.to_owned())
 }
 
 #[derive(Deserialize)]

@@ -10,7 +10,7 @@ use serde::Deserialize;
 use crate::console::admin_api::segment;
 use crate::console::error::ConsoleError;
 use crate::console::signed_in::SignedIn;
-use crate::console::ui::format::{money, when};
+use crate::console::ui::format::{money, when, when_cell};
 use crate::console::ui::layout::{self, Section};
 use crate::console::ui::list::{pager, PAGE};
 use crate::console::Console;
@@ -44,25 +44,25 @@ async fn build_list(console: &Console, signed: &SignedIn, cursor: Option<&str>) 
     Ok(html! {
         p.hint { "Newest first. Costs are exact (USD), as the API returned them in " code { "usage.cost" } "." }
         div.table-scroll {
-            table #requests {
+            table.responsive #requests {
                 thead {
                     tr {
-                        th { "Time" } th { "Request" } th { "Model" } th { "Status" }
-                        th.num { "Input" } th.num { "Cached" } th.num { "Output" } th.num { "Cost (USD)" } th.num { "ms" }
+                        th { "Time (UTC)" } th { "Request" } th { "Model" } th { "Status" } th.num { "Cost (USD)" }
+                        th.num { "Input" } th.num { "Cached" } th.num { "Output" } th.num { "ms" }
                     }
                 }
                 tbody {
                     @for r in &rows {
                         tr {
-                            td { (when(r.created_at)) }
-                            td { a href=(format!("/console/requests/{}", segment(&r.request_id))) { code { (r.request_id) } } }
-                            td { (r.model) }
-                            td { span class=(format!("status {}", r.status)) { (r.status) } }
-                            td.num { (r.input_tokens) }
-                            td.num { (cached_tokens(r)) }
-                            td.num { (r.output_tokens) }
-                            td.num.cost { (money(r.cost)) }
-                            td.num { (r.latency_ms) }
+                            td data-label="Time (UTC)" { (when_cell(r.created_at)) }
+                            td data-label="Request" { a href=(format!("/console/requests/{}", segment(&r.request_id))) { code.id { (r.request_id) } } }
+                            td data-label="Model" { (r.model) }
+                            td data-label="Status" { span class=(format!("status {}", r.status)) { (r.status) } }
+                            td.num.cost data-label="Cost (USD)" { (money(r.cost)) }
+                            td.num data-label="Input" { (r.input_tokens) }
+                            td.num data-label="Cached" { (cached_tokens(r)) }
+                            td.num data-label="Output" { (r.output_tokens) }
+                            td.num data-label="ms" { (r.latency_ms) }
                         }
                     }
                 }

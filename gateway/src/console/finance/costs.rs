@@ -13,7 +13,7 @@ use super::{name_of, tenants};
 use crate::console::admin_api::{query, Page};
 use crate::console::error::ConsoleError;
 use crate::console::signed_in::SignedIn;
-use crate::console::ui::format::{money, this_month, when};
+use crate::console::ui::format::{money, this_month, when_cell};
 use crate::console::ui::layout::{self, Section};
 use crate::console::ui::list::{pager, PAGE};
 use crate::console::Console;
@@ -120,26 +120,25 @@ async fn build(console: &Console, signed: &SignedIn, f: &Filters) -> Result<Mark
         }
         p.hint { "Oldest first. Cost is what the client was told (USD, exact); shortfall is what the balance could not cover." }
         div.table-scroll {
-            table #cost-records {
+            table.responsive #cost-records {
                 thead {
                     tr {
-                        th { "Time" } th { "Request" } th { "Tenant" } th { "Model" } th { "Endpoint" } th { "Status" }
-                        th.num { "Input" } th.num { "Output" } th.num { "Cost (USD)" } th.num { "Shortfall" }
+                        th { "Time (UTC)" } th { "Request" } th { "Tenant" } th { "Model" } th { "Status" }
+                        th.num { "Cost (USD)" } th.num { "Shortfall" } th.num { "Input" } th.num { "Output" }
                     }
                 }
                 tbody {
                     @for r in &page.data {
                         tr data-request=(r.request_id) {
-                            td { (when(r.created_at)) }
-                            td { code { (r.request_id) } }
-                            td { (name_of(&tenants, r.tenant_id)) }
-                            td { (r.model) }
-                            td { (r.endpoint) }
-                            td { span class=(format!("status {}", r.status)) { (r.status) } }
-                            td.num { (r.input_tokens) }
-                            td.num { (r.output_tokens) }
-                            td.num.cost { (money(r.cost)) }
-                            td.num { (money(r.shortfall)) }
+                            td data-label="Time (UTC)" { (when_cell(r.created_at)) }
+                            td data-label="Request" { code.id { (r.request_id) } }
+                            td data-label="Tenant" { (name_of(&tenants, r.tenant_id)) }
+                            td data-label="Model" { (r.model) br; span.sub { (r.endpoint) } }
+                            td data-label="Status" { span class=(format!("status {}", r.status)) { (r.status) } }
+                            td.num.cost data-label="Cost (USD)" { (money(r.cost)) }
+                            td.num data-label="Shortfall" { (money(r.shortfall)) }
+                            td.num data-label="Input" { (r.input_tokens) }
+                            td.num data-label="Output" { (r.output_tokens) }
                         }
                     }
                 }

@@ -41,16 +41,16 @@ async fn page(console: &Console, signed: &SignedIn, staff: &Staff, outcome: Opti
             None => {}
         }
         div.table-scroll {
-            table #tenants {
+            table.responsive #tenants {
                 thead { tr { th { "Tenant" } th.num { "Balance" } th.num { "Reserved" } th.num { "Available" } th {} } }
                 tbody {
                     @for t in &rows {
                         tr data-tenant=(t.id) {
-                            td { strong { (t.name) } br; code.sub { (t.id) } }
-                            td.num.balance { (money(t.balance)) }
-                            td.num { (money(t.reserved)) }
-                            td.num { (money(t.available)) }
-                            td {
+                            td data-label="Tenant" { strong { (t.name) } br; code.sub { (t.id) } }
+                            td.num.balance data-label="Balance" { (money(t.balance)) }
+                            td.num data-label="Reserved" { (money(t.reserved)) }
+                            td.num data-label="Available" { (money(t.available)) }
+                            td data-label="" {
                                 @if can_read_ledger {
                                     a href=(format!("/console/finance/ledger{}", query(&[("tenant_id", Some(&t.id.to_string()))]))) { "Ledger" }
                                 }

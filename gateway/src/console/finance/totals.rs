@@ -59,7 +59,7 @@ async fn build(console: &Console, signed: &SignedIn, month: &str) -> Result<Mark
         }
         (chart::bars(&format!("Cost per tenant, {month} (UTC)"), &bars))
         div.table-scroll {
-            table #totals {
+            table.responsive #totals {
                 thead {
                     tr {
                         th { "Tenant" } th.num { "Requests" } th.num { "Input tokens" } th.num { "Output tokens" }
@@ -69,20 +69,22 @@ async fn build(console: &Console, signed: &SignedIn, month: &str) -> Result<Mark
                 tbody {
                     @for t in &totals {
                         tr data-tenant=(t.tenant_id) {
-                            td { (name_of(&tenants, t.tenant_id)) }
-                            td.num { (t.requests) }
-                            td.num { (t.input_tokens) }
-                            td.num { (t.output_tokens) }
-                            td.num.cost { (money(t.cost)) }
-                            td.num { (money(t.shortfall)) }
-                            td.num { (money(t.cost - t.shortfall)) }
+                            td data-label="Tenant" { (name_of(&tenants, t.tenant_id)) }
+                            td.num data-label="Requests" { (t.requests) }
+                            td.num data-label="Input tokens" { (t.input_tokens) }
+                            td.num data-label="Output tokens" { (t.output_tokens) }
+                            td.num.cost data-label="Cost (USD)" { (money(t.cost)) }
+                            td.num data-label="Shortfall" { (money(t.shortfall)) }
+                            td.num data-label="Charged" { (money(t.cost - t.shortfall)) }
                         }
                     }
                 }
                 tfoot {
                     tr {
-                        th { "All tenants" } td.num { (requests) } td {} td {}
-                        td.num.cost #grand-total { (money(cost)) } td.num { (money(shortfall)) } td.num { (money(cost - shortfall)) }
+                        th { "All tenants" } td.num data-label="Requests" { (requests) } td {} td {}
+                        td.num.cost #grand-total data-label="Cost (USD)" { (money(cost)) }
+                        td.num data-label="Shortfall" { (money(shortfall)) }
+                        td.num data-label="Charged" { (money(cost - shortfall)) }
                     }
                 }
             }

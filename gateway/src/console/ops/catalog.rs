@@ -56,7 +56,7 @@ pub(super) async fn list(State(console): State<Console>, signed: SignedIn, Query
             @if let Some(id) = &q.saved { (layout::ok(&format!("Saved the changes to {id}. /v1/models shows them now."))) }
             p.hint { "Prices are USD per million tokens, exact. Changes go through a confirmation and are written to the audit log." }
             div.table-scroll {
-                table #catalog {
+                table.responsive #catalog {
                     thead {
                         tr {
                             th { "Model" } th.num { "Input" } th.num { "Output" } th.num { "Context" }
@@ -66,16 +66,16 @@ pub(super) async fn list(State(console): State<Console>, signed: SignedIn, Query
                     tbody {
                         @for e in &entries {
                             tr data-model=(e.id) {
-                                td { strong { (e.id) } br; span.sub { (e.owned_by) } }
-                                td.num.price-in { (money(e.input_price_per_mtok)) }
-                                td.num.price-out { (money(e.output_price_per_mtok)) }
-                                td.num { (e.context_length) }
-                                td { (yes_no(e.enabled)) }
-                                td { (yes_no(e.public)) }
-                                td { (capabilities(e)) }
-                                td { @if e.is_ready { span.status.succeeded { "ready" } } @else { span.status.failed { "not ready" } } }
-                                td { @for w in &e.workers { code { (w) } br; } }
-                                td { a.button href=(format!("/console/ops/models/edit{}", query(&[("id", Some(&e.id))]))) { "Edit" } }
+                                td data-label="Model" { strong { (e.id) } br; span.sub { (e.owned_by) } }
+                                td.num.price-in data-label="Input" { (money(e.input_price_per_mtok)) }
+                                td.num.price-out data-label="Output" { (money(e.output_price_per_mtok)) }
+                                td.num data-label="Context" { (e.context_length) }
+                                td data-label="Enabled" { (yes_no(e.enabled)) }
+                                td data-label="Public" { (yes_no(e.public)) }
+                                td data-label="Capabilities" { (capabilities(e)) }
+                                td data-label="Ready" { @if e.is_ready { span.status.succeeded { "ready" } } @else { span.status.failed { "not ready" } } }
+                                td data-label="Workers" { @for w in &e.workers { code { (w) } br; } }
+                                td data-label="" { a.button href=(format!("/console/ops/models/edit{}", query(&[("id", Some(&e.id))]))) { "Edit" } }
                             }
                         }
                     }

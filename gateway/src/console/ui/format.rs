@@ -16,6 +16,12 @@ pub(crate) fn when(at: DateTime<Utc>) -> String {
     at.format("%Y-%m-%d %H:%M:%S UTC").to_string()
 }
 
+/// `2026-12-06 14:03:27`, for table cells under a "(UTC)" heading.
+#[must_use]
+pub(crate) fn when_cell(at: DateTime<Utc>) -> String {
+    at.format("%Y-%m-%d %H:%M:%S").to_string()
+}
+
 /// The current month, `YYYY-MM` (UTC).
 #[must_use]
 pub(crate) fn this_month() -> String {
