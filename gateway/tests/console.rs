@@ -217,11 +217,8 @@ async fn a_customer_never_sees_another_tenants_data() {
     let theirs = app.post_as(&other_key, "/v1/chat/completions", &tiny(), &[]).await;
     assert_eq!(theirs.status(), 200);
     let theirs = theirs.headers()["x-request-id"].to_str().unwrap().to_owned();
-    let their_key_id: uuid::Uuid = sqlx::query_scalar("SELECT api_key_id FROM cost_records WHERE request_id = $1")
-        .bind(&theirs)
-        .fetch_one(&app.db)
-        .await
-        .unwrap();
+    let their_key_id: uuid::Uuid =
+        sqlx::query_scalar("SELECT api_key_id FROM cost_records WHERE request_id = $1").bind(&theirs).fetch_one(&app.db).await.unwrap();
 
     let mut browser = Browser::new(&app);
     browser.signed_in(&app.key).await;
@@ -259,7 +256,8 @@ async fn revoking_the_key_or_the_token_expiring_ends_the_session() {
     let public_id = second.split('-').nth(1).unwrap();
     let key_id: uuid::Uuid =
         sqlx::query_scalar("SELECT id FROM api_keys WHERE public_id = $1").bind(public_id).fetch_one(&app.db).await.unwrap();
-    let answer = browser.post("/console/keys/revoke", &[("key_id", key_id.to_string().as_str()), ("csrf", keys.csrf().as_str())], &[]).await;
+    let answer =
+        browser.post("/console/keys/revoke", &[("key_id", key_id.to_string().as_str()), ("csrf", keys.csrf().as_str())], &[]).await;
     assert_eq!(answer.status, 200, "{}", answer.body);
     // The key cache (300 ms in tests) forgets the key; the next page is the sign-in page.
     tokio::time::sleep(Duration::from_millis(600)).await;
@@ -323,7 +321,10 @@ async fn roles_decide_what_staff_see_and_do_and_a_price_change_reaches_the_catal
     assert_eq!(listed["pricing"]["input_per_million_tokens"], "0.25");
     assert_eq!(listed["pricing"]["output_per_million_tokens"], "0.75");
     let (actor, action): (String, String) =
-        sqlx::query_as("SELECT actor, action FROM audit_log WHERE target_type = 'model' ORDER BY id DESC LIMIT 1").fetch_one(&app.db).await.unwrap();
+        sqlx::query_as("SELECT actor, action FROM audit_log WHERE target_type = 'model' ORDER BY id DESC LIMIT 1")
+            .fetch_one(&app.db)
+            .await
+            .unwrap();
     assert_eq!((actor.as_str(), action.as_str()), ("tester", "model.update"));
     // A bad price is the API's refusal, shown beside the form; nothing changes.
     let bad = [("input_price", "-1")].into_iter().chain(form.iter().copied().filter(|(k, _)| *k != "input_price")).collect::<Vec<_>>();
@@ -355,7 +356,9 @@ async fn roles_decide_what_staff_see_and_do_and_a_price_change_reaches_the_catal
     let csv = finance.get(&format!("/console/finance/costs.csv?month={month}")).await;
     assert_eq!(csv.status, 200);
     assert!(csv.headers["content-type"].to_str().unwrap().starts_with("text/csv"));
-    let (_, api_csv) = app.admin(reqwest::Method::GET, &format!("/admin/v1/cost-records?format=csv&month={month}"), &admin_token(&["finance"], None), None).await;
+    let (_, api_csv) = app
+        .admin(reqwest::Method::GET, &format!("/admin/v1/cost-records?format=csv&month={month}"), &admin_token(&["finance"], None), None)
+        .await;
     assert_eq!(Value::String(csv.body), api_csv);
 
     // Admin: grants through the console land in the ledger, exactly.
@@ -363,8 +366,13 @@ async fn roles_decide_what_staff_see_and_do_and_a_price_change_reaches_the_catal
     admin.signed_in(&admin_token(&["admin", "finance"], None)).await;
     let tenants = admin.get("/console/finance/tenants").await;
     let tenant = app.tenant_id.to_string();
-    let granted =
-        admin.post("/console/finance/grants", &[("tenant_id", tenant.as_str()), ("amount", "2.5000000001"), ("note", "goodwill"), ("csrf", tenants.csrf().as_str())], &[]).await;
+    let granted = admin
+        .post(
+            "/console/finance/grants",
+            &[("tenant_id", tenant.as_str()), ("amount", "2.5000000001"), ("note", "goodwill"), ("csrf", tenants.csrf().as_str())],
+            &[],
+        )
+        .await;
     assert_eq!(granted.status, 200, "{}", granted.body);
     let ledger = admin.get(&format!("/console/finance/ledger?tenant_id={tenant}")).await;
     assert!(ledger.body.contains("2.5000000001") && ledger.body.contains("goodwill"), "{}", ledger.body);
@@ -405,7 +413,11 @@ async fn the_playground_answers_with_the_schema_and_its_recorded_cost() {
 
     // A schema that is not JSON is named, and nothing is sent.
     let refused = browser
-        .post("/console/playground", &[("model", MODEL), ("user", "x"), ("schema", "{"), ("max_tokens", "5"), ("temperature", "0"), ("csrf", form.csrf().as_str())], &[])
+        .post(
+            "/console/playground",
+            &[("model", MODEL), ("user", "x"), ("schema", "{"), ("max_tokens", "5"), ("temperature", "0"), ("csrf", form.csrf().as_str())],
+            &[],
+        )
         .await;
     assert_eq!(refused.status, 400);
     assert!(refused.body.contains("not valid JSON"), "{}", refused.body);

@@ -48,7 +48,13 @@ impl AdminApi {
     ///
     /// # Errors
     /// The API's refusal, with its status and message.
-    pub(crate) async fn send<T: DeserializeOwned>(&self, token: &str, method: Method, path: &str, body: &impl Serialize) -> Result<T, ConsoleError> {
+    pub(crate) async fn send<T: DeserializeOwned>(
+        &self,
+        token: &str,
+        method: Method,
+        path: &str,
+        body: &impl Serialize,
+    ) -> Result<T, ConsoleError> {
         let body = serde_json::to_vec(body).map_err(|e| ConsoleError::Internal(format!("encoding an admin API body: {e}")))?;
         let response = self.call(token, method, path, Some(body)).await?;
         decode(response).await

@@ -22,7 +22,8 @@ fn asset(stem: &str, ext: &str, content_type: &'static str, body: &'static str) 
     Asset { url: format!("/console/assets/{stem}.{hash}.{ext}"), content_type, body }
 }
 
-pub(crate) static CSS: LazyLock<Asset> = LazyLock::new(|| asset("console", "css", "text/css; charset=utf-8", include_str!("static/console.css")));
+pub(crate) static CSS: LazyLock<Asset> =
+    LazyLock::new(|| asset("console", "css", "text/css; charset=utf-8", include_str!("static/console.css")));
 pub(crate) static JS: LazyLock<Asset> =
     LazyLock::new(|| asset("console", "js", "text/javascript; charset=utf-8", include_str!("static/console.js")));
 

@@ -171,7 +171,9 @@ impl Sessions {
     async fn redis(&self) -> Result<&RedisLink, SessionError> {
         let link = self
             .link
-            .get_or_try_init(|| async { RedisLink::new(self.url.expose()).await.map(Arc::new).map_err(|e| SessionError::BadRedisUrl(e.to_string())) })
+            .get_or_try_init(|| async {
+                RedisLink::new(self.url.expose()).await.map(Arc::new).map_err(|e| SessionError::BadRedisUrl(e.to_string()))
+            })
             .await?;
         Ok(link)
     }

@@ -91,15 +91,19 @@ pub(crate) struct SignInForm {
 /// `POST /console/sign-in`.
 pub(crate) async fn submit(State(console): State<Console>, headers: HeaderMap, Form(form): Form<SignInForm>) -> Response {
     let expected = cookie(&headers, LOGIN_COOKIE).unwrap_or("");
-    let forged = same_origin(&headers).is_err()
-        || expected.is_empty()
-        || !bool::from(expected.as_bytes().ct_eq(form.login_csrf.as_bytes()));
+    let forged =
+        same_origin(&headers).is_err() || expected.is_empty() || !bool::from(expected.as_bytes().ct_eq(form.login_csrf.as_bytes()));
     if forged {
         return sign_in_page(&headers, StatusCode::FORBIDDEN, None, Some(&ConsoleError::Csrf));
     }
     let text = form.credential.trim();
     if text.is_empty() {
-        return sign_in_page(&headers, StatusCode::BAD_REQUEST, None, Some(&ConsoleError::Invalid("paste an API key or an admin token".into())));
+        return sign_in_page(
+            &headers,
+            StatusCode::BAD_REQUEST,
+            None,
+            Some(&ConsoleError::Invalid("paste an API key or an admin token".into())),
+        );
     }
     let credential = if text.starts_with("rk-") { Credential::ApiKey(text.to_owned()) } else { Credential::AdminToken(text.to_owned()) };
     let who = match check(&console.app, &credential).await {

@@ -180,7 +180,8 @@ async fn ask(console: &Console, customer: &Customer, ask: &Ask) -> Result<Answer
     let bytes = axum::body::to_bytes(response.into_body(), MAX_ANSWER_BYTES)
         .await
         .map_err(|e| ConsoleError::Internal(format!("reading a playground answer: {e}")))?;
-    let reply: Reply = serde_json::from_slice(&bytes).map_err(|e| ConsoleError::Internal(format!("a chat answer the console cannot read: {e}")))?;
+    let reply: Reply =
+        serde_json::from_slice(&bytes).map_err(|e| ConsoleError::Internal(format!("a chat answer the console cannot read: {e}")))?;
     let choice = reply.choices.into_iter().next().ok_or_else(|| ConsoleError::Internal("a chat answer without a choice".into()))?;
     let content = choice.message.content.unwrap_or_default();
     // The cost as the API wrote it, digit for digit (a JSON number read as f64 could lose digits).

@@ -94,7 +94,8 @@ async fn build(console: &Console, signed: &SignedIn, f: &Filters) -> Result<Mark
     let month = f.month();
     let pairs = f.pairs(&month);
     let limit = PAGE.to_string();
-    let page: Page<Record> = console.admin.get(staff.token(), &api_path(&month, f, &[("cursor", f.cursor.as_deref()), ("limit", Some(&limit))])).await?;
+    let page: Page<Record> =
+        console.admin.get(staff.token(), &api_path(&month, f, &[("cursor", f.cursor.as_deref()), ("limit", Some(&limit))])).await?;
     let tenants = tenants(console, staff).await?;
     let selected = |v: &Option<String>, want: &str| v.as_deref() == Some(want);
     let csv = format!("/console/finance/costs.csv{}", query(&borrowed(&pairs)));

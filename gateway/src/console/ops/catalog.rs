@@ -203,15 +203,23 @@ fn edit_form(signed: &SignedIn, f: &EditForm, error: Option<&ConsoleError>) -> M
     }
 }
 
-/// The fields that differ from `now`, as the admin API's `PATCH` body; with one line per change for the
-/// confirmation page.
-fn changes(now: &Entry, f: &EditForm) -> Result<(Map<String, Value>, Vec<(&'static str, String, String)>), ConsoleError> {
+/// A form's changes against the catalog as it is.
+struct Changes {
+    /// The admin API's `PATCH` body: the fields that differ.
+    body: Map<String, Value>,
+    /// One (label, now, after) line per change, for the confirmation page.
+    lines: Vec<(&'static str, String, String)>,
+}
+
+/// The fields of `f` that differ from `now`.
+fn changes(now: &Entry, f: &EditForm) -> Result<Changes, ConsoleError> {
     let price = |text: &str, what: &str| {
         text.trim().parse::<Decimal>().map_err(|_| ConsoleError::Invalid(format!("{what} must be a decimal number of USD, e.g. 0.25")))
     };
     let input = price(&f.input_price, "the input price")?;
     let output = price(&f.output_price, "the output price")?;
-    let context: i32 = f.context_length.trim().parse().map_err(|_| ConsoleError::Invalid("the context length must be a whole number".into()))?;
+    let context: i32 =
+        f.context_length.trim().parse().map_err(|_| ConsoleError::Invalid("the context length must be a whole number".into()))?;
     let mut body = Map::new();
     let mut lines = Vec::new();
     let mut note = |field: &'static str, label: &'static str, before: String, after: String, value: Value| {
@@ -236,7 +244,7 @@ fn changes(now: &Entry, f: &EditForm) -> Result<(Map<String, Value>, Vec<(&'stat
     for (field, label, before, after) in flags {
         note(field, label, yes_no(before).to_owned(), yes_no(after).to_owned(), Value::Bool(after));
     }
-    Ok((body, lines))
+    Ok(Changes { body, lines })
 }
 
 pub(super) async fn review(State(console): State<Console>, posted: Posted<EditForm>) -> Response {
@@ -244,8 +252,8 @@ pub(super) async fn review(State(console): State<Console>, posted: Posted<EditFo
     let title = format!("Confirm changes to {}", f.id);
     let body = async {
         let now = entry(&console, signed.staff()?, &f.id).await?;
-        let (_, lines) = match changes(&now, &f) {
-            Ok(c) => c,
+        let lines = match changes(&now, &f) {
+            Ok(c) => c.lines,
             Err(e) => return Ok((e.status(), edit_form(&signed, &f, Some(&e)))),
         };
         let hidden = |name: &str, value: &str| html! { input type="hidden" name=(name) value=(value); };
@@ -290,7 +298,7 @@ pub(super) async fn apply(State(console): State<Console>, posted: Posted<EditFor
     let saved = async {
         let staff = signed.staff()?;
         let now = entry(&console, staff, &f.id).await?;
-        let (body, _) = changes(&now, &f)?;
+        let body = changes(&now, &f)?.body;
         if !body.is_empty() {
             let path = format!("/admin/v1/models/{}", segment(&f.id));
             console.admin.send::<Value>(staff.token(), Method::PATCH, &path, &Value::Object(body)).await?;

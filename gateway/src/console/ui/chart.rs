@@ -20,12 +20,7 @@ fn per_mille(value: Decimal, max: Decimal) -> i64 {
     if max <= Decimal::ZERO || value <= Decimal::ZERO {
         return 0;
     }
-    value
-        .checked_mul(Decimal::from(1000))
-        .and_then(|v| v.checked_div(max))
-        .and_then(|v| v.round().to_i64())
-        .unwrap_or(0)
-        .clamp(0, 1000)
+    value.checked_mul(Decimal::from(1000)).and_then(|v| v.checked_div(max)).and_then(|v| v.round().to_i64()).unwrap_or(0).clamp(0, 1000)
 }
 
 /// Horizontal bars, one table row each: the label and value stay text (readable at any width), the bar

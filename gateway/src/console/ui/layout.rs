@@ -128,7 +128,13 @@ pub(crate) fn page_or_error(signed: &SignedIn, current: Section, title: &str, bo
 }
 
 /// As [`page_or_error`], with `status` for a page drawn (an action's failure shown beside the form).
-pub(crate) fn respond(signed: &SignedIn, current: Section, title: &str, status: StatusCode, body: Result<Markup, ConsoleError>) -> Response {
+pub(crate) fn respond(
+    signed: &SignedIn,
+    current: Section,
+    title: &str,
+    status: StatusCode,
+    body: Result<Markup, ConsoleError>,
+) -> Response {
     match body {
         Ok(body) => (status, page(signed, current, title, body)).into_response(),
         Err(ConsoleError::SignedOut(ended)) => ConsoleError::SignedOut(ended).into_response(),
