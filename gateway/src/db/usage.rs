@@ -59,32 +59,15 @@ pub async fn one(db: &PgPool, tenant: Uuid, request_id: &str) -> Result<Option<C
 }
 
 /// A day's spend (UTC), summed exactly.
-#[derive(Debug, Clone, sqlx::FromRow)]
+#[derive(Debug, Clone)]
 pub struct DaySpend {
     pub day: NaiveDate,
     pub requests: i64,
     pub cost: Decimal,
 }
 
-/// The tenant's spend per UTC day over [from, to); days without records are absent.
-///
-/// # Errors
-/// Database errors.
-pub async fn per_day(db: &PgPool, tenant: Uuid, from: DateTime<Utc>, to: DateTime<Utc>) -> Result<Vec<DaySpend>, sqlx::Error> {
-    sqlx::query_as(
-        "SELECT (created_at AT TIME ZONE 'UTC')::date AS day, count(*) AS requests, COALESCE(sum(cost), 0) AS cost
-         FROM cost_records WHERE tenant_id = $1 AND created_at >= $2 AND created_at < $3
-         GROUP BY day ORDER BY day",
-    )
-    .bind(tenant)
-    .bind(from)
-    .bind(to)
-    .fetch_all(db)
-    .await
-}
-
 /// A model's share of the spend, summed exactly.
-#[derive(Debug, Clone, sqlx::FromRow)]
+#[derive(Debug, Clone)]
 pub struct ModelSpend {
     pub model: String,
     pub requests: i64,
@@ -93,20 +76,58 @@ pub struct ModelSpend {
     pub cost: Decimal,
 }
 
-/// The tenant's spend per model over [from, to), most expensive first.
+/// The tenant's spend over [from, to), per UTC day (days without records absent, oldest first) and per
+/// model (most expensive first).
+#[derive(Debug, Clone, Default)]
+pub struct Spend {
+    pub per_day: Vec<DaySpend>,
+    pub per_model: Vec<ModelSpend>,
+}
+
+/// One row of the grouping sets: `day` is set on the per-day rows, `model` on the per-model rows.
+#[derive(sqlx::FromRow)]
+struct SpendRow {
+    day: Option<NaiveDate>,
+    model: Option<String>,
+    requests: i64,
+    input_tokens: i64,
+    output_tokens: i64,
+    cost: Decimal,
+}
+
+/// The tenant's spend per day and per model, in one pass over its records (grouping sets): a busy
+/// tenant's month is hundreds of thousands of rows, read once rather than twice.
 ///
 /// # Errors
 /// Database errors.
-pub async fn per_model(db: &PgPool, tenant: Uuid, from: DateTime<Utc>, to: DateTime<Utc>) -> Result<Vec<ModelSpend>, sqlx::Error> {
-    sqlx::query_as(
-        "SELECT model, count(*) AS requests, COALESCE(sum(input_tokens), 0)::bigint AS input_tokens,
-                COALESCE(sum(output_tokens), 0)::bigint AS output_tokens, COALESCE(sum(cost), 0) AS cost
+pub async fn spend(db: &PgPool, tenant: Uuid, from: DateTime<Utc>, to: DateTime<Utc>) -> Result<Spend, sqlx::Error> {
+    let rows: Vec<SpendRow> = sqlx::query_as(
+        "SELECT (created_at AT TIME ZONE 'UTC')::date AS day, model, count(*) AS requests,
+                COALESCE(sum(input_tokens), 0)::bigint AS input_tokens, COALESCE(sum(output_tokens), 0)::bigint AS output_tokens,
+                COALESCE(sum(cost), 0) AS cost
          FROM cost_records WHERE tenant_id = $1 AND created_at >= $2 AND created_at < $3
-         GROUP BY model ORDER BY cost DESC, model",
+         GROUP BY GROUPING SETS ((created_at AT TIME ZONE 'UTC')::date, model)",
     )
     .bind(tenant)
     .bind(from)
     .bind(to)
     .fetch_all(db)
-    .await
+    .await?;
+    let mut spend = Spend::default();
+    for row in rows {
+        match (row.day, row.model) {
+            (Some(day), None) => spend.per_day.push(DaySpend { day, requests: row.requests, cost: row.cost }),
+            (None, Some(model)) => spend.per_model.push(ModelSpend {
+                model,
+                requests: row.requests,
+                input_tokens: row.input_tokens,
+                output_tokens: row.output_tokens,
+                cost: row.cost,
+            }),
+            _ => {}
+        }
+    }
+    spend.per_day.sort_by_key(|d| d.day);
+    spend.per_model.sort_by(|a, b| b.cost.cmp(&a.cost).then_with(|| a.model.cmp(&b.model)));
+    Ok(spend)
 }

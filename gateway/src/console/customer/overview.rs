@@ -31,8 +31,7 @@ async fn build(console: &Console, signed: &SignedIn) -> Result<Markup, ConsoleEr
     let until = now + Duration::seconds(1);
     let month = reports::totals(db, Some(tenant_id), month_start, until).await?.pop();
     let since = (now - Duration::days(DAYS - 1)).date_naive().and_hms_opt(0, 0, 0).map_or(now, |t| Utc.from_utc_datetime(&t));
-    let days = usage::per_day(db, tenant_id, since, until).await?;
-    let models = usage::per_model(db, tenant_id, since, until).await?;
+    let usage::Spend { per_day: days, per_model: models } = usage::spend(db, tenant_id, since, until).await?;
 
     // Every day of the window, those without spend at zero, so the chart's x axis is time.
     let mut day_bars = Vec::with_capacity(usize::try_from(DAYS).unwrap_or(0));
