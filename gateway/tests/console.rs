@@ -156,11 +156,19 @@ async fn a_key_signs_in_to_a_strict_session_under_a_strict_policy() {
     assert!(refused.body.contains("unknown, revoked or expired"), "{}", refused.body);
     assert_eq!(stranger.get("/console/account").await.location(), "/console/sign-in?ended=none");
 
+    // Signing in again replaces the session: the old id opens nothing (no fixation, no leftovers).
+    let first = browser.cookie_header();
+    browser.signed_in(&app.key).await;
+    let replay = reqwest::Client::builder().redirect(Policy::none()).build().unwrap();
+    let old = replay.get(format!("{}/console/account", app.base)).header("cookie", first).send().await.unwrap();
+    assert_eq!(old.status(), 303);
+    let page = browser.get("/console/account").await;
+    assert_eq!(page.status, 200);
+
     // Sign-out deletes the session: the old cookie opens nothing.
     let stolen = browser.cookie_header();
     let csrf = page.csrf();
     assert_eq!(browser.post("/console/sign-out", &[("csrf", csrf.as_str())], &[]).await.status, 303);
-    let replay = reqwest::Client::builder().redirect(Policy::none()).build().unwrap();
     let after = replay.get(format!("{}/console/account", app.base)).header("cookie", stolen).send().await.unwrap();
     assert_eq!(after.status(), 303);
 }

@@ -118,6 +118,10 @@ pub(crate) async fn submit(State(console): State<Console>, headers: HeaderMap, F
         Who::Customer(_) => None,
     }
     .unwrap_or_else(|| Utc::now() + chrono::Duration::seconds(MAX_SECONDS));
+    // A session this browser had before is over: a new sign-in never reuses an id (no fixation).
+    if let Some(previous) = super::signed_in::session_cookie(&headers) {
+        console.sessions.close(&previous).await;
+    }
     let session = match console.sessions.open(&credential, ends).await {
         Ok(session) => session,
         Err(e) => {
