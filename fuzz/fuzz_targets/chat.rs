@@ -1,4 +1,7 @@
-//! Arbitrary bytes as a `POST /v1/chat/completions` body; the invariants are in `runaii_gateway::fuzzing::chat`.
+//! Arbitrary bytes as a `POST /v1/chat/completions` body; the invariants are in `harness::chat` (`fuzz/harness/`).
 #![no_main]
 
-libfuzzer_sys::fuzz_target!(|data: &[u8]| runaii_gateway::fuzzing::chat(data));
+#[path = "../harness/mod.rs"]
+mod harness;
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| harness::chat(data));

@@ -1,4 +1,7 @@
-//! Arbitrary bytes as a client's JSON Schema (response_format json_schema and tool parameters); the invariants are in `runaii_gateway::fuzzing::schema`.
+//! Arbitrary bytes as a client's JSON Schema (response_format json_schema and tool parameters); the invariants are in `harness::schema` (`fuzz/harness/`).
 #![no_main]
 
-libfuzzer_sys::fuzz_target!(|data: &[u8]| runaii_gateway::fuzzing::schema(data));
+#[path = "../harness/mod.rs"]
+mod harness;
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| harness::schema(data));

@@ -67,7 +67,9 @@ impl Application {
             });
         }
         let tasks = self.state.tasks.clone();
-        axum::serve(self.listener.tap_io(no_delay), routes::router(self.state))
+        // Routes other modules own, under the public listener's layers: the OpenAPI document, the console.
+        let service = crate::openapi::router().merge(crate::console::router(&self.state));
+        axum::serve(self.listener.tap_io(no_delay), routes::router(self.state, service))
             .with_graceful_shutdown(runaii_wire::shutdown::signal())
             .await?;
         // The HTTP exchanges have ended; work that outlived them (a client that left a stream or a whole

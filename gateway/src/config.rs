@@ -77,7 +77,7 @@ pub enum Command {
     /// Print an admin JWT signed with the HS256 secret (for local use and scripts).
     IssueAdminToken {
         #[arg(long, env = "RUNAII_ADMIN_JWT_SECRET", hide_env_values = true)]
-        admin_jwt_secret: String,
+        admin_jwt_secret: SecretText,
         /// Who the token speaks for; written to the audit log.
         #[arg(long, default_value = "local-admin")]
         subject: String,
@@ -208,23 +208,14 @@ pub struct LimitArgs {
 
 /// How admin JWTs are verified: an HS256 secret or an RS256 public key (PEM). Without either the admin
 /// API answers 503.
-#[derive(Clone, Default, Args)]
+#[derive(Debug, Clone, Default, Args)]
 pub struct AdminArgs {
+    /// Never printed (`Debug` redacts it).
     #[arg(long, env = "RUNAII_ADMIN_JWT_SECRET", hide_env_values = true)]
-    pub admin_jwt_secret: Option<String>,
+    pub admin_jwt_secret: Option<SecretText>,
     /// Path of a PEM file with the RS256 public key.
     #[arg(long, env = "RUNAII_ADMIN_JWT_PUBLIC_KEY")]
     pub admin_jwt_public_key: Option<std::path::PathBuf>,
-}
-
-/// The secret never reaches a log line.
-impl std::fmt::Debug for AdminArgs {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("AdminArgs")
-            .field("admin_jwt_secret", &self.admin_jwt_secret.as_ref().map(|_| "<redacted>"))
-            .field("admin_jwt_public_key", &self.admin_jwt_public_key)
-            .finish()
-    }
 }
 
 #[cfg(test)]

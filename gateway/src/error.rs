@@ -162,10 +162,11 @@ impl ApiError {
     }
 }
 
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
+impl ApiError {
+    /// This error's status and headers around `body`: the same whatever dialect writes the body.
+    pub fn respond_with(self, body: &impl serde::Serialize) -> Response {
         let status = self.status();
-        let mut response = (status, Json(self.body())).into_response();
+        let mut response = (status, Json(body)).into_response();
         let headers = response.headers_mut();
         match self {
             // The rate limiter's 429 sets its own retry-after with the bucket's real wait.
@@ -183,6 +184,26 @@ impl IntoResponse for ApiError {
             _ => {}
         }
         response
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = self.body();
+        self.respond_with(&body)
+    }
+}
+
+impl From<crate::ops::OpError> for ApiError {
+    fn from(e: crate::ops::OpError) -> Self {
+        use crate::ops::OpError;
+        match e {
+            OpError::Invalid { message, param } => Self::invalid(message, param),
+            OpError::NotFound(what) => Self::NotFound(what),
+            OpError::ModelNotFound(id) => Self::ModelNotFound(id),
+            OpError::Conflict(why) => Self::Conflict(why),
+            OpError::Database(e) => Self::from(e),
+        }
     }
 }
 

@@ -23,9 +23,14 @@ use tokio_stream::wrappers::ReceiverStream;
 use tracing::Instrument as _;
 use uuid::Uuid;
 
-use crate::db::{costs, idempotency};
+use crate::db::idempotency;
 use crate::error::ApiError;
+use crate::inference::stream::Completion;
+use crate::request_id;
 use crate::state::AppState;
+
+/// Writes an error in the route's dialect.
+pub type RenderError = fn(ApiError) -> Response;
 
 const HEADER: &str = "idempotency-key";
 /// A `running` claim older than this was left by a gateway that died; a retry may take it over.
@@ -80,72 +85,81 @@ fn replay(stored: idempotency::Existing) -> Response {
     if let Some(v) = stored.content_type.and_then(|c| HeaderValue::from_str(&c).ok()) {
         headers.insert(header::CONTENT_TYPE, v);
     }
-    if let Some(v) = stored.request_id.and_then(|id| HeaderValue::from_str(&id).ok()) {
-        headers.insert(HeaderName::from_static("x-request-id"), v);
-    }
     headers.insert(HeaderName::from_static("idempotent-replayed"), HeaderValue::from_static("true"));
+    if let Some(id) = stored.request_id.filter(|id| !id.is_empty()) {
+        request_id::attach(&mut response, &id);
+    }
     response
 }
 
 /// Runs `work` under the claim: to its end whatever the client does, storing or releasing the key.
-pub async fn run_claimed<F>(state: AppState, claim: Claim, work: F) -> Response
+/// `render` writes the route's errors.
+pub async fn run_claimed<F>(state: AppState, claim: Claim, render: RenderError, work: F) -> Response
 where
     F: std::future::Future<Output = Response> + Send + 'static,
 {
     let task = state.tasks.clone().spawn(
         async move {
             let response = work.await;
-            settle(state, claim, response).await
+            settle(state, claim, render, response).await
         }
         .in_current_span(),
     );
-    task.await.unwrap_or_else(|e| ApiError::Internal(format!("request task failed: {e}")).into_response())
+    task.await.unwrap_or_else(|e| render(ApiError::Internal(format!("request task failed: {e}"))))
 }
 
 /// Stores a final answer with the key, or gives the key up.
-async fn settle(state: AppState, claim: Claim, response: Response) -> Response {
+async fn settle(state: AppState, claim: Claim, render: RenderError, mut response: Response) -> Response {
     let status = response.status();
-    let headers = response.headers();
-    let content_type = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("").to_owned();
-    let request_id = headers.get("x-request-id").and_then(|v| v.to_str().ok()).unwrap_or("").to_owned();
+    let content_type = response.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("").to_owned();
+    let request_id = request_id::of(&response).unwrap_or("").to_owned();
     let retry_may_differ =
         status.is_server_error() || matches!(status, StatusCode::PAYMENT_REQUIRED | StatusCode::CONFLICT | StatusCode::TOO_MANY_REQUESTS);
     if retry_may_differ {
         release(&state, &claim).await;
         return response;
     }
-    if content_type.starts_with("text/event-stream") {
-        return tee_stream(state, claim, response, content_type, request_id);
+    if let Some(completion) = response.extensions_mut().remove::<Completion>() {
+        return tee_stream(Kept { state, claim, render, content_type, request_id }, response, completion);
     }
     let (parts, body) = response.into_parts();
     let bytes = match axum::body::to_bytes(body, crate::upstream::body::MAX_ANSWER_BYTES).await {
         Ok(bytes) => bytes,
         Err(e) => {
             release(&state, &claim).await;
-            return ApiError::Internal(format!("answer unreadable: {e}")).into_response();
+            return render(ApiError::Internal(format!("answer unreadable: {e}")));
         }
     };
     let kept = (bytes.len() <= state.settings.limits.idempotency_max_stored_bytes).then_some(&bytes[..]);
-    store_or_refuse(&state, &claim, status, &content_type, &request_id, kept).await;
+    Kept { state, claim, render, content_type, request_id }.store_or_refuse(status, kept).await;
     Response::from_parts(parts, Body::from(bytes))
 }
 
+/// An answer under a claimed key, and what storing it needs.
+struct Kept {
+    state: AppState,
+    claim: Claim,
+    render: RenderError,
+    content_type: String,
+    request_id: String,
+}
+
 /// Feeds the client while it stays (and reads), drains the stream to its end regardless, then stores it
-/// if the request completed (its cost record says `succeeded`). What is kept is capped: past
+/// if the relay says the request completed. What is kept is capped: past
 /// `idempotency_max_stored_bytes` the key is closed as answered-but-not-stored.
-fn tee_stream(state: AppState, claim: Claim, response: Response, content_type: String, request_id: String) -> Response {
+fn tee_stream(kept: Kept, response: Response, completion: Completion) -> Response {
     let (parts, body) = response.into_parts();
     let (tx, rx) = mpsc::channel::<Result<Bytes, std::io::Error>>(64);
-    let (cap, client_write) =
-        (state.settings.limits.idempotency_max_stored_bytes, Duration::from_millis(state.settings.client_write_timeout_ms));
-    state.tasks.clone().spawn(async move {
+    let settings = &kept.state.settings;
+    let (cap, client_write) = (settings.limits.idempotency_max_stored_bytes, Duration::from_millis(settings.client_write_timeout_ms));
+    kept.state.tasks.clone().spawn(async move {
         let mut stream = body.into_data_stream();
         // `None` once the answer has outgrown the cap.
-        let mut kept = Some(Vec::new());
+        let mut answer = Some(Vec::new());
         let mut client = Some(tx);
         while let Some(chunk) = stream.next().await {
             let Ok(chunk) = chunk else { break };
-            kept = kept.filter(|k| k.len() + chunk.len() <= cap).map(|mut k| {
+            answer = answer.filter(|k| k.len() + chunk.len() <= cap).map(|mut k| {
                 k.extend_from_slice(&chunk);
                 k
             });
@@ -156,33 +170,38 @@ fn tee_stream(state: AppState, claim: Claim, response: Response, content_type: S
                 }
             }
         }
-        let completed = matches!(costs::status_of(&state.db, &request_id).await, Ok(Some(s)) if s == "succeeded");
-        if completed {
-            store_or_refuse(&state, &claim, StatusCode::OK, &content_type, &request_id, kept.as_deref()).await;
+        if completion.completed().await {
+            kept.store_or_refuse(StatusCode::OK, answer.as_deref()).await;
         } else {
-            release(&state, &claim).await;
+            release(&kept.state, &kept.claim).await;
         }
     });
     Response::from_parts(parts, Body::from_stream(ReceiverStream::new(rx)))
 }
 
-/// Stores the answer `kept`, or — when it was too large to keep (`None`) — a refusal in its place: the
-/// answer was delivered and billed, so a retry must never run (and bill) the request twice.
-async fn store_or_refuse(state: &AppState, claim: &Claim, status: StatusCode, content_type: &str, request_id: &str, kept: Option<&[u8]>) {
-    if let Some(body) = kept {
-        return store(state, claim, status, content_type, request_id, body).await;
+impl Kept {
+    /// Stores the answer `body`, or — when it was too large to keep (`None`) — a refusal in its place:
+    /// the answer was delivered and billed, so a retry must never run (and bill) the request twice.
+    async fn store_or_refuse(&self, status: StatusCode, body: Option<&[u8]>) {
+        if let Some(body) = body {
+            return self.store(status, &self.content_type, body).await;
+        }
+        let refusal = (self.render)(ApiError::IdempotentAnswerNotStored(self.state.settings.limits.idempotency_max_stored_bytes));
+        let status = refusal.status();
+        let content_type =
+            refusal.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("application/json").to_owned();
+        let body = axum::body::to_bytes(refusal.into_body(), 64 * 1024).await.unwrap_or_default();
+        self.store(status, &content_type, &body).await;
     }
-    let refusal = ApiError::IdempotentAnswerNotStored(state.settings.limits.idempotency_max_stored_bytes);
-    let (status, body) = (refusal.status(), serde_json::to_vec(&refusal.body()).unwrap_or_default());
-    store(state, claim, status, "application/json", request_id, &body).await;
-}
 
-async fn store(state: &AppState, claim: &Claim, status: StatusCode, content_type: &str, request_id: &str, body: &[u8]) {
-    let stored = idempotency::complete(&state.db, claim.tenant, &claim.key, status.as_u16(), content_type, request_id, body).await;
-    if let Err(e) = stored {
-        // The answer went out and was billed; a retry now runs again rather than waiting forever.
-        tracing::error!(%request_id, error = %e, "idempotent answer not stored");
-        release(state, claim).await;
+    async fn store(&self, status: StatusCode, content_type: &str, body: &[u8]) {
+        let (state, claim, request_id) = (&self.state, &self.claim, &self.request_id);
+        let stored = idempotency::complete(&state.db, claim.tenant, &claim.key, status.as_u16(), content_type, request_id, body).await;
+        if let Err(e) = stored {
+            // The answer went out and was billed; a retry now runs again rather than waiting forever.
+            tracing::error!(%request_id, error = %e, "idempotent answer not stored");
+            release(state, claim).await;
+        }
     }
 }
 

@@ -1,33 +1,36 @@
-//! runaii gateway: the stateless, authenticated, metered front of the runaii workers.
+//! runaii gateway: the stateless, authenticated, metered front of the runaii workers. The parts and the
+//! rules between them are drawn in `docs/architecture.md`.
 //!
-//! `auth` (API keys), `routes` (thin handlers), `completions` (the chat service: check, route, meter),
-//! `structured` (response_format checks and schema prompts), `upstream` (worker registry and client),
-//! `billing` (pricing, credit holds and the cost ledger), `ratelimit` (per-key limits in Redis),
-//! `idempotency` (`Idempotency-Key`), `admin` (the JWT-guarded admin API), `db` (SQL only), `openapi`
-//! (the OpenAPI document, from the handlers' attributes). `fuzzing` holds the invariants the `fuzz/` targets
-//! check, so the corpus replays in `cargo test` too. `console` is the web console at `/console`.
+//! `routes` (the public API's thin handlers), `admin` (the JWT-guarded admin API's) and `console` (the web
+//! console at `/console`, HTML for customers and staff) call the services:
+//! `inference` (one driver for every dialect — chat completions, Responses, Messages — that checks,
+//! routes, meters and records; the dialects translate), `ops` (changes to tenants, keys, credit and the
+//! catalog, each validated and audited in its transaction; the command line calls them too),
+//! `idempotency` (`Idempotency-Key`). Below them: `auth` (API keys, staff tokens), `billing` (pricing,
+//! holds, the cost ledger), `structured` (response_format checks and schema prompts), `upstream` (the
+//! worker registry and client), `ratelimit` (per-key limits in Redis), `db` (SQL only). `shapes` and
+//! `apidoc` hold the JSON shapes and documentation types handlers name; `openapi` assembles the document.
 
 pub mod admin;
+pub mod apidoc;
 pub mod app;
 pub mod auth;
 pub mod billing;
-pub mod completions;
 pub mod config;
 pub mod console;
 pub mod db;
 pub mod error;
 pub mod extract;
-#[doc(hidden)]
-pub mod fuzzing;
 pub mod idempotency;
-pub mod messages;
+pub mod inference;
 pub mod metrics;
 pub mod openapi;
+pub mod ops;
 pub mod ratelimit;
 pub mod redis_link;
 pub mod request_id;
-pub mod responses;
 pub mod routes;
+pub mod shapes;
 pub mod state;
 pub mod structured;
 pub mod upstream;

@@ -3,10 +3,8 @@
 
 use clap::Parser;
 use runaii_gateway::config::{Cli, Command};
-use runaii_gateway::{admin, auth, db, Application};
-
-/// The audit log's actor for changes made from the command line (by whoever runs it on the host).
-const CLI_ACTOR: &str = "cli";
+use runaii_gateway::ops::{self, Actor};
+use runaii_gateway::{admin, db, Application};
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
@@ -30,45 +28,17 @@ async fn main() -> anyhow::Result<()> {
         }
         Command::CreateKey { db: args, tenant, name } => {
             let pool = db::connect(&args).await?;
-            let tenant_id = db::tenants::ensure(&pool, &tenant).await?;
-            let (key, public_id, hash) = auth::generate();
-            let mut tx = pool.begin().await?;
-            let info =
-                db::keys::insert(&mut tx, tenant_id, &public_id, &hash, &db::keys::NewKey { name: &name, ..Default::default() }).await?;
-            let after = serde_json::to_value(&info).ok();
-            let entry = db::audit::Change {
-                actor: CLI_ACTOR,
-                action: "key.create",
-                target_type: "api_key",
-                target_id: info.id.to_string(),
-                before: None,
-                after,
-            };
-            db::audit::append(&mut tx, entry).await?;
-            tx.commit().await?;
+            let tenant = ops::tenants::ensure(&pool, Actor::CLI, &tenant).await?;
+            let created = ops::keys::create(&pool, Actor::CLI, tenant, &ops::keys::KeySpec { name, ..Default::default() }).await?;
             // The only time the secret is shown.
-            println!("{key}");
+            println!("{}", created.key);
             Ok(())
         }
-        Command::GrantCredits { db: args, tenant, amount, note } => {
+        Command::GrantCredits { db: args, tenant: name, amount, note } => {
             let pool = db::connect(&args).await?;
-            let tenant_id = db::tenants::ensure(&pool, &tenant).await?;
-            let mut tx = pool.begin().await?;
-            let (entry, after) = db::credits::grant(&mut tx, tenant_id, amount, CLI_ACTOR, &note)
-                .await?
-                .ok_or_else(|| anyhow::anyhow!("tenant vanished"))?;
-            let after_json = serde_json::json!({"balance": after.balance.normalize().to_string(), "grant": {"ledger_entry": entry, "amount": amount.normalize().to_string(), "note": note}});
-            let change = db::audit::Change {
-                actor: CLI_ACTOR,
-                action: "credits.grant",
-                target_type: "tenant",
-                target_id: tenant_id.to_string(),
-                before: None,
-                after: Some(after_json),
-            };
-            db::audit::append(&mut tx, change).await?;
-            tx.commit().await?;
-            println!("tenant {tenant}: balance {}", after.balance.normalize());
+            let tenant = ops::tenants::ensure(&pool, Actor::CLI, &name).await?;
+            let granted = ops::credits::grant(&pool, Actor::CLI, tenant, amount, &note).await?;
+            println!("tenant {name}: balance {}", granted.balance.0);
             Ok(())
         }
         Command::InitWorkerSecret { file, owner_uid } => {
@@ -83,18 +53,19 @@ async fn main() -> anyhow::Result<()> {
         Command::IssueAdminToken { admin_jwt_secret, subject, roles, tenant_id, ttl_hours } => {
             let exp = chrono::Utc::now().timestamp().unsigned_abs() + ttl_hours * 3600;
             let claims = admin::Claims { sub: subject, exp, roles, tenant_id };
-            println!("{}", admin::issue(&admin_jwt_secret, &claims)?);
+            println!("{}", admin::issue(admin_jwt_secret.expose(), &claims)?);
             Ok(())
         }
         Command::UpsertModel { db: args, id, context_length, input_price, output_price, worker_url, supports_tools } => {
             let pool = db::connect(&args).await?;
-            db::models::upsert(&pool, &id, context_length, input_price, output_price, worker_url.as_deref()).await?;
-            if supports_tools.is_some() {
-                let mut tx = pool.begin().await?;
-                let change = db::models::ModelChange { supports_tools, ..Default::default() };
-                db::models::write(&mut tx, &id, &change, false).await?;
-                tx.commit().await?;
-            }
+            let change = db::models::ModelChange {
+                context_length: Some(context_length),
+                input_price_per_mtok: Some(input_price),
+                output_price_per_mtok: Some(output_price),
+                supports_tools,
+                ..Default::default()
+            };
+            ops::catalog::upsert(&pool, Actor::CLI, &id, change, worker_url.as_deref()).await?;
             println!("model {id} saved");
             Ok(())
         }

@@ -2,41 +2,35 @@
 //!
 //! A completion's id (`chatcmpl-…`, `msg_…`, `resp_…`) is also the key of its cost record, so an answer
 //! about a completion (its body, or the error that refused it after its record was written) carries that
-//! id; the client can then find the record. Other answers get a fresh `req_…`.
-
-use std::cell::RefCell;
+//! id, attached to the response as a value ([`attach`]); the client can then find the record. Other
+//! answers get a fresh `req_…`.
 
 use axum::extract::Request;
 use axum::http::{HeaderName, HeaderValue};
 use axum::middleware::Next;
 use axum::response::Response;
 
-tokio::task_local! {
-    static ASSIGNED: RefCell<Option<String>>;
+/// The id an answer names, when it is a completion's.
+#[derive(Debug, Clone)]
+pub struct RequestId(pub String);
+
+/// Names `id` as the id of the request `response` answers.
+pub fn attach(response: &mut Response, id: &str) {
+    response.extensions_mut().insert(RequestId(id.to_owned()));
 }
 
-/// Names the id of the request being handled (its cost record's key), for whatever answer goes out.
-pub fn assign(id: &str) {
-    let _ = ASSIGNED.try_with(|assigned| *assigned.borrow_mut() = Some(id.to_owned()));
+/// The id attached to `response`, if any.
+#[must_use]
+pub fn of(response: &Response) -> Option<&str> {
+    response.extensions().get::<RequestId>().map(|id| id.0.as_str())
 }
 
 pub async fn stamp(request: Request, next: Next) -> Response {
-    let (mut response, assigned) = ASSIGNED
-        .scope(RefCell::new(None), async {
-            let response = next.run(request).await;
-            (response, ASSIGNED.with(|a| a.borrow_mut().take()))
-        })
-        .await;
+    let mut response = next.run(request).await;
+    let id = of(&response).map_or_else(|| format!("req_{}", uuid::Uuid::now_v7().simple()), str::to_owned);
+    let Ok(id) = HeaderValue::from_str(&id) else { return response };
     let headers = response.headers_mut();
-    let id = match headers.get("x-request-id") {
-        Some(id) => id.clone(),
-        None => {
-            let id = assigned.unwrap_or_else(|| format!("req_{}", uuid::Uuid::now_v7().simple()));
-            let Ok(id) = HeaderValue::from_str(&id) else { return response };
-            headers.insert(HeaderName::from_static("x-request-id"), id.clone());
-            id
-        }
-    };
+    headers.insert(HeaderName::from_static("x-request-id"), id.clone());
     headers.insert(HeaderName::from_static("request-id"), id);
     response
 }

@@ -5,10 +5,13 @@ use std::time::Duration;
 
 use sqlx::PgPool;
 
-use crate::admin::Verifier;
-use crate::auth::KeyCache;
+use axum::extract::FromRef;
+
+use crate::auth::staff::{StaffTokens, Verifier};
+use crate::auth::{KeyCache, KeyCheck};
 use crate::config::Settings;
 use crate::ratelimit::Limiter;
+use crate::ratelimit::Limits;
 use crate::redis_link::RedisLink;
 use crate::upstream::Registry;
 
@@ -53,5 +56,22 @@ impl AppState {
             replica_id: uuid::Uuid::now_v7(),
             tasks: tokio_util::task::TaskTracker::new(),
         })
+    }
+}
+
+impl FromRef<AppState> for KeyCheck {
+    fn from_ref(state: &AppState) -> Self {
+        let limits = &state.settings.limits;
+        Self {
+            cache: Arc::clone(&state.keys),
+            db: state.db.clone(),
+            defaults: Limits { requests_per_minute: limits.default_rpm, tokens_per_minute: limits.default_tpm },
+        }
+    }
+}
+
+impl FromRef<AppState> for StaffTokens {
+    fn from_ref(state: &AppState) -> Self {
+        Self(state.admin.clone())
     }
 }

@@ -39,7 +39,7 @@ pub fn check_response_format(format: Option<&Value>) -> Result<(), ApiError> {
 
 /// Every check a chat body's schemas get before anything is forwarded, in order: the budget first (it is
 /// linear, while building a schema validator need not be), then `response_format` itself. Pure, so the
-/// fuzz harness ([`crate::fuzzing`]) runs exactly what `completions::prepare` runs.
+/// fuzz harness (`fuzz/harness/`) runs exactly what `inference::prepare` runs.
 ///
 /// # Errors
 /// The refusal, with the reason its metric counts it under (`schema_too_complex` or

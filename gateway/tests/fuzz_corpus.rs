@@ -1,13 +1,14 @@
 //! Replays every committed input under `fuzz/corpus/<target>/` (seeds and the regressions fuzzing
-//! found) through the fuzz targets' own checks (`runaii_gateway::fuzzing`), so `cargo test` keeps the
-//! harness compiling and the corpus passing without the instrumented nightly build `scripts/fuzz.sh`
-//! needs.
+//! found) through the fuzz targets' own checks (`fuzz/harness/`, compiled in here), so `cargo test`
+//! keeps the harness compiling and the corpus passing without the instrumented nightly build
+//! `scripts/fuzz.sh` needs.
 
 #![allow(clippy::expect_used, clippy::panic)]
 
 use std::path::{Path, PathBuf};
 
-use runaii_gateway::fuzzing;
+#[path = "../../fuzz/harness/mod.rs"]
+mod fuzzing;
 
 /// A target's check of one input: it panics when an invariant breaks.
 type Check = fn(&[u8]);

@@ -344,13 +344,8 @@ async fn inference_errors(app: &TestApp, spec: &Spec, key: &str) {
 }
 
 async fn limited_key(app: &TestApp) -> String {
-    let tenant = runaii_gateway::db::tenants::ensure(&app.db, &app.tenant).await.unwrap();
-    let (key, public_id, hash) = runaii_gateway::auth::generate();
-    let mut tx = app.db.begin().await.unwrap();
-    let new = runaii_gateway::db::keys::NewKey { name: "one a minute", rpm_limit: Some(1), ..Default::default() };
-    runaii_gateway::db::keys::insert(&mut tx, tenant, &public_id, &hash, &new).await.unwrap();
-    tx.commit().await.unwrap();
-    key
+    let spec = runaii_gateway::ops::keys::KeySpec { name: "one a minute".into(), rpm_limit: Some(1), ..Default::default() };
+    runaii_gateway::ops::keys::create(&app.db, runaii_gateway::ops::Actor("test"), app.tenant_id, &spec).await.unwrap().key
 }
 
 async fn admin_routes(app: &TestApp, spec: &Spec) {

@@ -2,14 +2,25 @@
 
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Json, Query, State};
-use serde::Deserialize;
-use serde_json::Value;
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
 
-use super::input::{page, page_size, query};
+use super::input::{page_size, paginate, query};
 use super::{Claims, Role};
-use crate::db::audit;
+use crate::db::audit::{self, AuditEntry};
 use crate::error::ApiError;
+use crate::shapes::ListObject;
 use crate::state::AppState;
+
+/// One page, oldest first; pass `next_cursor` as `cursor` for the next.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct AuditPage {
+    #[schema(inline)]
+    pub object: ListObject,
+    pub data: Vec<AuditEntry>,
+    pub has_more: bool,
+    pub next_cursor: Option<String>,
+}
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
@@ -30,22 +41,23 @@ pub(super) struct AuditQuery {
     params(AuditQuery),
     security(("admin_jwt" = [])),
     responses(
-        (status = 200, description = "Changes, oldest first", body = crate::openapi::admin::AuditPage),
-        (status = 400, response = crate::openapi::errors::InvalidRequest),
-        (status = 401, response = crate::openapi::errors::AdminUnauthorized),
-        (status = 403, response = crate::openapi::errors::AdminForbidden),
-        (status = 503, response = crate::openapi::errors::AdminUnavailable),
+        (status = 200, description = "Changes, oldest first", body = AuditPage),
+        (status = 400, response = crate::apidoc::errors::InvalidRequest),
+        (status = 401, response = crate::apidoc::errors::AdminUnauthorized),
+        (status = 403, response = crate::apidoc::errors::AdminForbidden),
+        (status = 503, response = crate::apidoc::errors::AdminUnavailable),
     )
 )]
 pub(super) async fn list(
     State(state): State<AppState>,
     claims: Claims,
     q: Result<Query<AuditQuery>, QueryRejection>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<AuditPage>, ApiError> {
     // The log spans every tenant and the catalog.
     claims.require_unconfined(Role::Admin)?;
     let q = query(q)?;
     let size = page_size(q.limit);
     let rows = audit::list(&state.db, q.target_type.as_deref(), q.target_id.as_deref(), q.cursor.unwrap_or(0), size + 1).await?;
-    Ok(Json(page(rows, size, |e| e.id.to_string())))
+    let (data, has_more, next_cursor) = paginate(rows, size, |e| e.id.to_string());
+    Ok(Json(AuditPage { object: ListObject::List, data, has_more, next_cursor }))
 }

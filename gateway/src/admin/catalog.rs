@@ -4,16 +4,57 @@
 
 use axum::extract::rejection::JsonRejection;
 use axum::extract::{Json, State};
-use serde::Deserialize;
-use serde_json::{json, Value};
+use serde::Serialize;
+use utoipa::ToSchema;
 
-use super::input::{body, db_error, snapshot};
+use super::input::body;
 use super::{Claims, Role};
-use crate::db::audit::{self, Change};
 use crate::db::models::{self, CatalogEntry, ModelChange};
 use crate::error::ApiError;
 use crate::extract::Path;
+use crate::ops::catalog::NewCatalogModel;
+use crate::ops::{self, Actor};
+use crate::shapes::ListObject;
 use crate::state::AppState;
+
+/// A catalog entry with whether a ready worker serves it now.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct CatalogModel {
+    #[serde(flatten)]
+    pub entry: CatalogEntry,
+    pub is_ready: bool,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct CatalogList {
+    #[schema(inline)]
+    pub object: ListObject,
+    pub data: Vec<CatalogModel>,
+}
+
+/// A worker: announced in Redis or configured in the catalog. Load figures only for ready ones.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Worker {
+    pub model: String,
+    pub url: String,
+    pub ready: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub slots: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub slots_busy: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub queue_depth: Option<u64>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct WorkerList {
+    #[schema(inline)]
+    pub object: ListObject,
+    pub data: Vec<Worker>,
+}
 
 #[utoipa::path(
     get,
@@ -24,32 +65,18 @@ use crate::state::AppState;
     description = "Role: ops, with a token not confined to a tenant. Every model, enabled or not, with prices, flags, configured workers and readiness.",
     security(("admin_jwt" = [])),
     responses(
-        (status = 200, description = "Every model, enabled or not", body = crate::openapi::admin::CatalogList),
-        (status = 401, response = crate::openapi::errors::AdminUnauthorized),
-        (status = 403, response = crate::openapi::errors::AdminForbidden),
-        (status = 503, response = crate::openapi::errors::AdminUnavailable),
+        (status = 200, description = "Every model, enabled or not", body = CatalogList),
+        (status = 401, response = crate::apidoc::errors::AdminUnauthorized),
+        (status = 403, response = crate::apidoc::errors::AdminForbidden),
+        (status = 503, response = crate::apidoc::errors::AdminUnavailable),
     )
 )]
-pub(super) async fn list(State(state): State<AppState>, claims: Claims) -> Result<Json<Value>, ApiError> {
+pub(super) async fn list(State(state): State<AppState>, claims: Claims) -> Result<Json<CatalogList>, ApiError> {
     claims.require_unconfined(Role::Ops)?;
     let entries = models::catalog(&mut *state.db.acquire().await?, None).await?;
     let ready = state.registry.ready_models().await;
-    let data: Vec<Value> = entries
-        .iter()
-        .map(|e| {
-            let mut v = json!(e);
-            v["is_ready"] = json!(ready.contains(&e.model.id));
-            v
-        })
-        .collect();
-    Ok(Json(json!({"object": "list", "data": data})))
-}
-
-#[derive(Debug, Deserialize)]
-pub(super) struct NewModel {
-    id: String,
-    #[serde(flatten)]
-    change: ModelChange,
+    let data = entries.into_iter().map(|entry| CatalogModel { is_ready: ready.contains(&entry.model.id), entry }).collect();
+    Ok(Json(CatalogList { object: ListObject::List, data }))
 }
 
 #[utoipa::path(
@@ -59,34 +86,26 @@ pub(super) struct NewModel {
     operation_id = "adminCreateModel",
     summary = "Add a model",
     description = "Role: ops, with a token not confined to a tenant. Prices are USD per million tokens: at least 0, below 10^10, at most 10 decimals (never rounded).",
-    request_body(content = crate::openapi::admin::NewCatalogModel, content_type = "application/json"),
+    request_body(content = NewCatalogModel, content_type = "application/json"),
     security(("admin_jwt" = [])),
     responses(
         (status = 200, description = "The new catalog entry", body = CatalogEntry),
-        (status = 400, response = crate::openapi::errors::InvalidRequest),
-        (status = 401, response = crate::openapi::errors::AdminUnauthorized),
-        (status = 403, response = crate::openapi::errors::AdminForbidden),
-        (status = 409, response = crate::openapi::errors::AdminConflict),
-        (status = 503, response = crate::openapi::errors::AdminUnavailable),
+        (status = 400, response = crate::apidoc::errors::InvalidRequest),
+        (status = 401, response = crate::apidoc::errors::AdminUnauthorized),
+        (status = 403, response = crate::apidoc::errors::AdminForbidden),
+        (status = 409, response = crate::apidoc::errors::AdminConflict),
+        (status = 503, response = crate::apidoc::errors::AdminUnavailable),
     )
 )]
 pub(super) async fn create(
     State(state): State<AppState>,
     claims: Claims,
-    new: Result<Json<NewModel>, JsonRejection>,
-) -> Result<Json<Value>, ApiError> {
+    new: Result<Json<NewCatalogModel>, JsonRejection>,
+) -> Result<Json<CatalogEntry>, ApiError> {
     claims.require_unconfined(Role::Ops)?;
-    let NewModel { id, change } = body(new, state.settings.max_body_bytes)?;
-    if id.is_empty() || id.len() > 200 {
-        return Err(ApiError::invalid("id must be 1 to 200 characters", "id"));
-    }
-    if change.context_length.is_none() || change.input_price_per_mtok.is_none() || change.output_price_per_mtok.is_none() {
-        return Err(ApiError::invalid(
-            "a new model needs context_length, input_price_per_mtok and output_price_per_mtok",
-            "context_length",
-        ));
-    }
-    write(&state, &claims, &id, &change, true).await
+    let new = body(new, state.settings.max_body_bytes)?;
+    let entry = ops::catalog::create(&state.db, Actor(&claims.sub), &new).await?;
+    Ok(Json(probed(&state, entry).await))
 }
 
 #[utoipa::path(
@@ -101,12 +120,12 @@ pub(super) async fn create(
     security(("admin_jwt" = [])),
     responses(
         (status = 200, description = "The changed catalog entry", body = CatalogEntry),
-        (status = 400, response = crate::openapi::errors::InvalidRequest),
-        (status = 401, response = crate::openapi::errors::AdminUnauthorized),
-        (status = 403, response = crate::openapi::errors::AdminForbidden),
-        (status = 404, response = crate::openapi::errors::AdminNotFound),
-        (status = 409, response = crate::openapi::errors::AdminConflict),
-        (status = 503, response = crate::openapi::errors::AdminUnavailable),
+        (status = 400, response = crate::apidoc::errors::InvalidRequest),
+        (status = 401, response = crate::apidoc::errors::AdminUnauthorized),
+        (status = 403, response = crate::apidoc::errors::AdminForbidden),
+        (status = 404, response = crate::apidoc::errors::AdminNotFound),
+        (status = 409, response = crate::apidoc::errors::AdminConflict),
+        (status = 503, response = crate::apidoc::errors::AdminUnavailable),
     )
 )]
 pub(super) async fn update(
@@ -114,52 +133,17 @@ pub(super) async fn update(
     claims: Claims,
     Path(id): Path<String>,
     change: Result<Json<ModelChange>, JsonRejection>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<CatalogEntry>, ApiError> {
     claims.require_unconfined(Role::Ops)?;
-    write(&state, &claims, &id, &body(change, state.settings.max_body_bytes)?, false).await
+    let change = body(change, state.settings.max_body_bytes)?;
+    let entry = ops::catalog::update(&state.db, Actor(&claims.sub), &id, &change).await?;
+    Ok(Json(probed(&state, entry).await))
 }
 
-async fn write(state: &AppState, claims: &Claims, id: &str, change: &ModelChange, create: bool) -> Result<Json<Value>, ApiError> {
-    check(change)?;
-    let mut tx = state.db.begin().await?;
-    let before = models::catalog(&mut tx, Some(id)).await?.pop();
-    if !models::write(&mut tx, id, change, create).await.map_err(db_error)? {
-        return Err(ApiError::ModelNotFound(id.to_owned()));
-    }
-    let after = models::catalog(&mut tx, Some(id)).await?.pop();
-    let action = if create { "model.create" } else { "model.update" };
-    let entry = Change {
-        actor: &claims.sub,
-        action,
-        target_type: "model",
-        target_id: id.to_owned(),
-        before: before.as_ref().and_then(snapshot),
-        after: after.as_ref().and_then(snapshot),
-    };
-    audit::append(&mut tx, entry).await?;
-    tx.commit().await?;
-    // Pick up new worker URLs now rather than at the next probe.
+/// Picks up new worker URLs now rather than at the next probe.
+async fn probed(state: &AppState, entry: CatalogEntry) -> CatalogEntry {
     state.registry.probe().await;
-    Ok(Json(json!(after)))
-}
-
-fn check(change: &ModelChange) -> Result<(), ApiError> {
-    if change.context_length.is_some_and(|n| n <= 0) {
-        return Err(ApiError::invalid("context_length must be positive", "context_length"));
-    }
-    // The catalog stores prices as NUMERIC(20, 10): refuse what it would round rather than round money.
-    let prices = [("input_price_per_mtok", change.input_price_per_mtok), ("output_price_per_mtok", change.output_price_per_mtok)];
-    for (param, price) in prices {
-        if price.is_some_and(|p| p.is_sign_negative() || p.normalize().scale() > 10 || p >= rust_decimal::Decimal::from(10_000_000_000u64))
-        {
-            return Err(ApiError::invalid("a price per million tokens is at least 0, below 10^10, with at most 10 decimals", param));
-        }
-    }
-    let bad_url = change.workers.iter().flatten().find(|u| !(u.starts_with("http://") || u.starts_with("https://")));
-    if let Some(url) = bad_url {
-        return Err(ApiError::invalid(format!("worker URL {url:?} must start with http:// or https://"), "workers"));
-    }
-    Ok(())
+    entry
 }
 
 /// Every worker the gateway knows, announced or configured, with its load; ready ones only.
@@ -172,27 +156,34 @@ fn check(change: &ModelChange) -> Result<(), ApiError> {
     description = "Role: ops, with a token not confined to a tenant.",
     security(("admin_jwt" = [])),
     responses(
-        (status = 200, description = "Live workers with their load, and configured ones that are down", body = crate::openapi::admin::WorkerList),
-        (status = 401, response = crate::openapi::errors::AdminUnauthorized),
-        (status = 403, response = crate::openapi::errors::AdminForbidden),
-        (status = 503, response = crate::openapi::errors::AdminUnavailable),
+        (status = 200, description = "Live workers with their load, and configured ones that are down", body = WorkerList),
+        (status = 401, response = crate::apidoc::errors::AdminUnauthorized),
+        (status = 403, response = crate::apidoc::errors::AdminForbidden),
+        (status = 503, response = crate::apidoc::errors::AdminUnavailable),
     )
 )]
-pub(super) async fn workers(State(state): State<AppState>, claims: Claims) -> Result<Json<Value>, ApiError> {
+pub(super) async fn workers(State(state): State<AppState>, claims: Claims) -> Result<Json<WorkerList>, ApiError> {
     claims.require_unconfined(Role::Ops)?;
     let configured = models::configured_workers(&state.db).await?;
     // One scan of the registry for every model, not one per model.
-    let mut data: Vec<Value> = state
+    let mut data: Vec<Worker> = state
         .registry
         .all_ready()
         .await
         .into_iter()
-        .map(|w| json!({"model": w.model, "url": w.url, "ready": true, "slots": w.slots, "slots_busy": w.slots_busy, "queue_depth": w.queue_depth}))
+        .map(|w| Worker {
+            model: w.model,
+            url: w.url,
+            ready: true,
+            slots: Some(w.slots),
+            slots_busy: Some(w.slots_busy),
+            queue_depth: Some(w.queue_depth),
+        })
         .collect();
     for (model, url) in configured {
-        if !data.iter().any(|w| w["url"] == url && w["model"] == model) {
-            data.push(json!({"model": model, "url": url, "ready": false}));
+        if !data.iter().any(|w| w.url == url && w.model == model) {
+            data.push(Worker { model, url, ready: false, slots: None, slots_busy: None, queue_depth: None });
         }
     }
-    Ok(Json(json!({"object": "list", "data": data})))
+    Ok(Json(WorkerList { object: ListObject::List, data }))
 }

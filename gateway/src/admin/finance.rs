@@ -6,17 +6,70 @@ use axum::extract::rejection::QueryRejection;
 use axum::extract::{Json, Query, State};
 use axum::response::{IntoResponse, Response};
 use chrono::{DateTime, Datelike, NaiveDate, TimeZone, Utc};
-use serde::Deserialize;
-use serde_json::{json, Value};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
 use uuid::Uuid;
 
 use super::csv;
-use super::input::{page, page_size, query};
+use super::input::{page_size, paginate, query};
 use super::{Claims, Role};
-use crate::db::reports::{self, CostFilter, CostRow};
+use crate::db::reports::{self, CostFilter, CostRow, LedgerEntry};
 use crate::error::ApiError;
 use crate::extract::Path;
+use crate::shapes::{DecimalString, ListObject, Usd};
 use crate::state::AppState;
+
+/// One page, oldest first; pass `next_cursor` as `cursor` for the next.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct CostRecordPage {
+    #[schema(inline)]
+    pub object: ListObject,
+    pub data: Vec<CostRow>,
+    pub has_more: bool,
+    pub next_cursor: Option<String>,
+}
+
+/// One tenant's month (UTC): sums of its cost records, exact.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct MonthlyTotal {
+    pub tenant_id: Uuid,
+    #[schema(example = "2026-11")]
+    pub month: String,
+    pub requests: i64,
+    pub input_tokens: i64,
+    pub output_tokens: i64,
+    pub cost: DecimalString,
+    /// The part of `cost` the balance could not cover (0 unless a cost exceeded its hold and the balance);
+    /// the tenant was charged `cost - shortfall`.
+    pub shortfall: DecimalString,
+    #[schema(inline)]
+    pub currency: Usd,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct MonthlyTotalList {
+    #[schema(inline)]
+    pub object: ListObject,
+    pub data: Vec<MonthlyTotal>,
+}
+
+/// One page, oldest first; pass `next_cursor` as `cursor` for the next.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct LedgerPage {
+    #[schema(inline)]
+    pub object: ListObject,
+    pub data: Vec<LedgerEntry>,
+    pub has_more: bool,
+    pub next_cursor: Option<String>,
+}
+
+/// Every matching record, oldest first: a header line (`request_id,created_at,tenant_id,api_key_id,model,
+/// endpoint,status,http_status,error_code,input_tokens,output_tokens,cost,latency_ms`), then one line per
+/// record (RFC 4180 quoting; text a spreadsheet would run as a formula starts with `'`).
+#[derive(ToSchema)]
+#[schema(value_type = String)]
+#[expect(dead_code, reason = "the CSV is streamed row by row (`csv::export`); this type is its schema")]
+pub struct CostRecordsCsv(String);
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
@@ -47,12 +100,12 @@ pub(super) struct CostQuery {
     params(CostQuery),
     security(("admin_jwt" = [])),
     responses(
-        (status = 200, description = "A page of records, or with `format=csv` every matching record", content((crate::openapi::admin::CostRecordPage = "application/json"), (crate::openapi::admin::CostRecordsCsv = "text/csv"))),
-        (status = 400, response = crate::openapi::errors::InvalidRequest),
-        (status = 401, response = crate::openapi::errors::AdminUnauthorized),
-        (status = 403, response = crate::openapi::errors::AdminForbidden),
-        (status = 404, response = crate::openapi::errors::AdminNotFound),
-        (status = 503, response = crate::openapi::errors::AdminUnavailable),
+        (status = 200, description = "A page of records, or with `format=csv` every matching record", content((CostRecordPage = "application/json"), (CostRecordsCsv = "text/csv"))),
+        (status = 400, response = crate::apidoc::errors::InvalidRequest),
+        (status = 401, response = crate::apidoc::errors::AdminUnauthorized),
+        (status = 403, response = crate::apidoc::errors::AdminForbidden),
+        (status = 404, response = crate::apidoc::errors::AdminNotFound),
+        (status = 503, response = crate::apidoc::errors::AdminUnavailable),
     )
 )]
 pub(super) async fn cost_records(
@@ -82,7 +135,8 @@ pub(super) async fn cost_records(
     }
     let size = page_size(q.limit);
     let rows = reports::cost_records(&state.db, &filter, size + 1).await?;
-    Ok(Json(page(rows, size, cursor_of)).into_response())
+    let (data, has_more, next_cursor) = paginate(rows, size, cursor_of);
+    Ok(Json(CostRecordPage { object: ListObject::List, data, has_more, next_cursor }).into_response())
 }
 
 /// The cursor is opaque to clients: the last record's time (µs since the epoch) and request id.
@@ -130,32 +184,37 @@ pub(super) struct TotalsQuery {
     params(TotalsQuery),
     security(("admin_jwt" = [])),
     responses(
-        (status = 200, description = "One entry per tenant with records that month", body = crate::openapi::admin::MonthlyTotalList),
-        (status = 400, response = crate::openapi::errors::InvalidRequest),
-        (status = 401, response = crate::openapi::errors::AdminUnauthorized),
-        (status = 403, response = crate::openapi::errors::AdminForbidden),
-        (status = 404, response = crate::openapi::errors::AdminNotFound),
-        (status = 503, response = crate::openapi::errors::AdminUnavailable),
+        (status = 200, description = "One entry per tenant with records that month", body = MonthlyTotalList),
+        (status = 400, response = crate::apidoc::errors::InvalidRequest),
+        (status = 401, response = crate::apidoc::errors::AdminUnauthorized),
+        (status = 403, response = crate::apidoc::errors::AdminForbidden),
+        (status = 404, response = crate::apidoc::errors::AdminNotFound),
+        (status = 503, response = crate::apidoc::errors::AdminUnavailable),
     )
 )]
 pub(super) async fn monthly_totals(
     State(state): State<AppState>,
     claims: Claims,
     q: Result<Query<TotalsQuery>, QueryRejection>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<MonthlyTotalList>, ApiError> {
     claims.require(Role::Finance)?;
     let q = query(q)?;
     let (from, to) = month_range(&q.month)?;
     let totals = reports::totals(&state.db, claims.tenant_scope(q.tenant_id)?, from, to).await?;
-    let data: Vec<Value> = totals
-        .iter()
-        .map(|t| {
-            json!({"tenant_id": t.tenant_id, "month": q.month, "requests": t.requests, "input_tokens": t.input_tokens,
-                   "output_tokens": t.output_tokens, "cost": t.cost.normalize().to_string(),
-                   "shortfall": t.shortfall.normalize().to_string(), "currency": "USD"})
+    let data = totals
+        .into_iter()
+        .map(|t| MonthlyTotal {
+            tenant_id: t.tenant_id,
+            month: q.month.clone(),
+            requests: t.requests,
+            input_tokens: t.input_tokens,
+            output_tokens: t.output_tokens,
+            cost: t.cost.into(),
+            shortfall: t.shortfall.into(),
+            currency: Usd::Usd,
         })
         .collect();
-    Ok(Json(json!({"object": "list", "data": data})))
+    Ok(Json(MonthlyTotalList { object: ListObject::List, data }))
 }
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
@@ -177,12 +236,12 @@ pub(super) struct LedgerQuery {
     params(("id" = Uuid, Path, description = "The tenant's id"), LedgerQuery),
     security(("admin_jwt" = [])),
     responses(
-        (status = 200, description = "Grants and charges, oldest first", body = crate::openapi::admin::LedgerPage),
-        (status = 400, response = crate::openapi::errors::InvalidRequest),
-        (status = 401, response = crate::openapi::errors::AdminUnauthorized),
-        (status = 403, response = crate::openapi::errors::AdminForbidden),
-        (status = 404, response = crate::openapi::errors::AdminNotFound),
-        (status = 503, response = crate::openapi::errors::AdminUnavailable),
+        (status = 200, description = "Grants and charges, oldest first", body = LedgerPage),
+        (status = 400, response = crate::apidoc::errors::InvalidRequest),
+        (status = 401, response = crate::apidoc::errors::AdminUnauthorized),
+        (status = 403, response = crate::apidoc::errors::AdminForbidden),
+        (status = 404, response = crate::apidoc::errors::AdminNotFound),
+        (status = 503, response = crate::apidoc::errors::AdminUnavailable),
     )
 )]
 pub(super) async fn credit_ledger(
@@ -190,13 +249,14 @@ pub(super) async fn credit_ledger(
     claims: Claims,
     Path(tenant): Path<Uuid>,
     q: Result<Query<LedgerQuery>, QueryRejection>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<LedgerPage>, ApiError> {
     claims.require(Role::Finance)?;
     let q = query(q)?;
     let tenant = claims.tenant_scope(Some(tenant))?.unwrap_or(tenant);
     let size = page_size(q.limit);
     let rows = reports::credit_ledger(&state.db, tenant, q.cursor.unwrap_or(0), size + 1).await?;
-    Ok(Json(page(rows, size, |e| e.id.to_string())))
+    let (data, has_more, next_cursor) = paginate(rows, size, |e| e.id.to_string());
+    Ok(Json(LedgerPage { object: ListObject::List, data, has_more, next_cursor }))
 }
 
 #[cfg(test)]

@@ -1,10 +1,7 @@
-//! Query strings and bodies of the admin API, with its errors (not axum's plain-text ones), and the
-//! list envelope.
+//! Query strings and bodies of the admin API, with its errors (not axum's plain-text ones), and pages.
 
 use axum::extract::rejection::{JsonRejection, QueryRejection};
 use axum::extract::{Json, Query};
-use serde::{Deserialize, Serialize};
-use serde_json::{json, Value};
 
 use crate::error::ApiError;
 
@@ -29,43 +26,11 @@ pub fn page_size(limit: Option<i64>) -> i64 {
     limit.unwrap_or(100).clamp(1, 1000)
 }
 
-/// `{"object": "list", "data": […], "has_more": …, "next_cursor": …}`; `rows` holds one more than a
-/// page when there is more.
-pub fn page<T: Serialize>(mut rows: Vec<T>, size: i64, cursor_of: impl Fn(&T) -> String) -> Value {
+/// One page of `rows`, which hold one more than a page when there is more: the page, whether there is
+/// more, and the cursor of the next page.
+pub fn paginate<T>(mut rows: Vec<T>, size: i64, cursor_of: impl Fn(&T) -> String) -> (Vec<T>, bool, Option<String>) {
     let has_more = rows.len() as i64 > size;
     rows.truncate(usize::try_from(size).unwrap_or(0));
     let next_cursor = if has_more { rows.last().map(cursor_of) } else { None };
-    json!({"object": "list", "data": rows, "has_more": has_more, "next_cursor": next_cursor})
-}
-
-/// Serializes a row for the audit log.
-pub fn snapshot<T: Serialize>(row: &T) -> Option<Value> {
-    serde_json::to_value(row).ok()
-}
-
-/// Maps constraint violations of an admin change to 409/400 instead of 500.
-pub fn db_error(e: sqlx::Error) -> ApiError {
-    if let sqlx::Error::Database(db) = &e {
-        match db.code().as_deref() {
-            Some("23505") => return ApiError::Conflict("it already exists".into()),
-            Some("23503") => return ApiError::NotFound("a referenced tenant or model".into()),
-            Some("23514") => return ApiError::Conflict(format!("the change breaks a rule: {}", db.message())),
-            Some("22P02" | "22003" | "23502") => return ApiError::invalid(db.message().to_owned(), "body"),
-            _ => {}
-        }
-    }
-    ApiError::from(e)
-}
-
-/// For `Option<Option<T>>` fields: absent stays `None` (through `#[serde(default)]`), `null` becomes
-/// `Some(None)`, a value `Some(Some(v))`.
-///
-/// # Errors
-/// The inner value's deserialization errors.
-pub fn present<'de, D, T>(d: D) -> Result<Option<Option<T>>, D::Error>
-where
-    D: serde::Deserializer<'de>,
-    T: serde::Deserialize<'de>,
-{
-    Option::<T>::deserialize(d).map(Some)
+    (rows, has_more, next_cursor)
 }

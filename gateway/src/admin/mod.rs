@@ -1,6 +1,6 @@
 //! The admin API under `/admin/v1`, for ops (the catalog), finance (cost records and totals) and admins
-//! (tenants, keys, credits, model access, the audit log). Every request carries a JWT (see [`token`]);
-//! every change is written to the audit log in the transaction that makes it.
+//! (tenants, keys, credits, model access, the audit log). Every request carries a JWT
+//! (`crate::auth::staff`); every change goes through `crate::ops`, which audits it in its transaction.
 
 mod audit;
 mod catalog;
@@ -8,13 +8,12 @@ mod csv;
 mod finance;
 mod input;
 mod tenants;
-pub(crate) mod token;
 
 use axum::routing::{get, patch, post, put};
 use axum::Router;
 use utoipa::OpenApi;
 
-pub use token::{issue, Claims, Role, Verifier};
+pub use crate::auth::staff::{issue, Claims, Role, Verifier};
 
 use crate::state::AppState;
 

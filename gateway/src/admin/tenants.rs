@@ -5,30 +5,45 @@
 
 use axum::extract::rejection::JsonRejection;
 use axum::extract::{Json, State};
-use chrono::{DateTime, Utc};
 use rust_decimal::Decimal;
-use serde::Deserialize;
-use serde_json::{json, Value};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
 use uuid::Uuid;
 
-use super::input::{body, db_error, present, snapshot};
+use super::input::body;
 use super::{Claims, Role};
-use crate::auth;
-use crate::db::audit::{self, Change};
-use crate::db::keys::{self, KeyInfo, NewKey};
-use crate::db::{credits, models, tenants};
+use crate::db::keys::KeyInfo;
+use crate::db::{keys, tenants};
 use crate::error::ApiError;
 use crate::extract::Path;
+use crate::ops::access::ModelAccess;
+use crate::ops::credits::GrantResult;
+use crate::ops::keys::{CreatedKey, KeySpec, KeyUpdate};
+use crate::ops::tenants::Tenant;
+use crate::ops::{self, Actor};
+use crate::shapes::ListObject;
 use crate::state::AppState;
 
-fn tenant_json(t: &tenants::Tenant) -> Value {
-    json!({"id": t.id, "object": "tenant", "name": t.name, "balance": t.balance.normalize().to_string(),
-           "reserved": t.reserved.normalize().to_string(), "available": (t.balance - t.reserved).normalize().to_string(),
-           "currency": "USD", "created_at": t.created_at})
+#[derive(Debug, Serialize, ToSchema)]
+pub struct TenantList {
+    #[schema(inline)]
+    pub object: ListObject,
+    pub data: Vec<Tenant>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct KeyList {
+    #[schema(inline)]
+    pub object: ListObject,
+    pub data: Vec<KeyInfo>,
 }
 
 fn reader(claims: &Claims) -> Result<(), ApiError> {
     claims.require(Role::Admin).or_else(|_| claims.require(Role::Finance))
+}
+
+fn actor(claims: &Claims) -> Actor<'_> {
+    Actor(&claims.sub)
 }
 
 #[utoipa::path(
@@ -40,16 +55,16 @@ fn reader(claims: &Claims) -> Result<(), ApiError> {
     description = "Role: admin or finance.",
     security(("admin_jwt" = [])),
     responses(
-        (status = 200, description = "Tenants with their money", body = crate::openapi::admin::TenantList),
-        (status = 401, response = crate::openapi::errors::AdminUnauthorized),
-        (status = 403, response = crate::openapi::errors::AdminForbidden),
-        (status = 503, response = crate::openapi::errors::AdminUnavailable),
+        (status = 200, description = "Tenants with their money", body = TenantList),
+        (status = 401, response = crate::apidoc::errors::AdminUnauthorized),
+        (status = 403, response = crate::apidoc::errors::AdminForbidden),
+        (status = 503, response = crate::apidoc::errors::AdminUnavailable),
     )
 )]
-pub(super) async fn list(State(state): State<AppState>, claims: Claims) -> Result<Json<Value>, ApiError> {
+pub(super) async fn list(State(state): State<AppState>, claims: Claims) -> Result<Json<TenantList>, ApiError> {
     reader(&claims)?;
     let rows = tenants::list(&state.db, claims.tenant_scope(None)?).await?;
-    Ok(Json(json!({"object": "list", "data": rows.iter().map(tenant_json).collect::<Vec<_>>()})))
+    Ok(Json(TenantList { object: ListObject::List, data: rows.iter().map(Tenant::from).collect() }))
 }
 
 #[utoipa::path(
@@ -62,19 +77,19 @@ pub(super) async fn list(State(state): State<AppState>, claims: Claims) -> Resul
     params(("id" = Uuid, Path, description = "The tenant's id")),
     security(("admin_jwt" = [])),
     responses(
-        (status = 200, description = "The tenant", body = crate::openapi::admin::Tenant),
-        (status = 400, response = crate::openapi::errors::InvalidRequest),
-        (status = 401, response = crate::openapi::errors::AdminUnauthorized),
-        (status = 403, response = crate::openapi::errors::AdminForbidden),
-        (status = 404, response = crate::openapi::errors::AdminNotFound),
-        (status = 503, response = crate::openapi::errors::AdminUnavailable),
+        (status = 200, description = "The tenant", body = Tenant),
+        (status = 400, response = crate::apidoc::errors::InvalidRequest),
+        (status = 401, response = crate::apidoc::errors::AdminUnauthorized),
+        (status = 403, response = crate::apidoc::errors::AdminForbidden),
+        (status = 404, response = crate::apidoc::errors::AdminNotFound),
+        (status = 503, response = crate::apidoc::errors::AdminUnavailable),
     )
 )]
-pub(super) async fn get(State(state): State<AppState>, claims: Claims, Path(id): Path<Uuid>) -> Result<Json<Value>, ApiError> {
+pub(super) async fn get(State(state): State<AppState>, claims: Claims, Path(id): Path<Uuid>) -> Result<Json<Tenant>, ApiError> {
     reader(&claims)?;
     let id = scoped(&claims, id)?;
     let row = tenants::list(&state.db, Some(id)).await?.pop().ok_or_else(|| ApiError::NotFound(format!("tenant {id}")))?;
-    Ok(Json(tenant_json(&row)))
+    Ok(Json(Tenant::from(&row)))
 }
 
 /// The tenant a confined token may touch.
@@ -99,41 +114,22 @@ pub(super) struct NewTenant {
     request_body(content = NewTenant, content_type = "application/json"),
     security(("admin_jwt" = [])),
     responses(
-        (status = 200, description = "The new tenant", body = crate::openapi::admin::Tenant),
-        (status = 400, response = crate::openapi::errors::InvalidRequest),
-        (status = 401, response = crate::openapi::errors::AdminUnauthorized),
-        (status = 403, response = crate::openapi::errors::AdminForbidden),
-        (status = 409, response = crate::openapi::errors::AdminConflict),
-        (status = 503, response = crate::openapi::errors::AdminUnavailable),
+        (status = 200, description = "The new tenant", body = Tenant),
+        (status = 400, response = crate::apidoc::errors::InvalidRequest),
+        (status = 401, response = crate::apidoc::errors::AdminUnauthorized),
+        (status = 403, response = crate::apidoc::errors::AdminForbidden),
+        (status = 409, response = crate::apidoc::errors::AdminConflict),
+        (status = 503, response = crate::apidoc::errors::AdminUnavailable),
     )
 )]
 pub(super) async fn create(
     State(state): State<AppState>,
     claims: Claims,
     new: Result<Json<NewTenant>, JsonRejection>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Tenant>, ApiError> {
     claims.require_unconfined(Role::Admin)?;
     let new = body(new, state.settings.max_body_bytes)?;
-    if new.name.trim().is_empty() || new.name.len() > 200 {
-        return Err(ApiError::invalid("name must be 1 to 200 characters", "name"));
-    }
-    let mut tx = state.db.begin().await?;
-    let tenant = tenants::create(&mut tx, new.name.trim()).await.map_err(db_error)?;
-    let after = tenant_json(&tenant);
-    audit::append(&mut tx, change(&claims, "tenant.create", "tenant", tenant.id.to_string(), None, Some(after.clone()))).await?;
-    tx.commit().await?;
-    Ok(Json(after))
-}
-
-fn change<'a>(
-    claims: &'a Claims,
-    action: &'a str,
-    target_type: &'a str,
-    target_id: String,
-    before: Option<Value>,
-    after: Option<Value>,
-) -> Change<'a> {
-    Change { actor: &claims.sub, action, target_type, target_id, before, after }
+    Ok(Json(ops::tenants::create(&state.db, actor(&claims), &new.name).await?))
 }
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
@@ -157,13 +153,13 @@ pub(super) struct Grant {
     request_body(content = Grant, content_type = "application/json"),
     security(("admin_jwt" = [])),
     responses(
-        (status = 200, description = "The balance after the grant", body = crate::openapi::admin::GrantResult),
-        (status = 400, response = crate::openapi::errors::InvalidRequest),
-        (status = 401, response = crate::openapi::errors::AdminUnauthorized),
-        (status = 403, response = crate::openapi::errors::AdminForbidden),
-        (status = 404, response = crate::openapi::errors::AdminNotFound),
-        (status = 409, response = crate::openapi::errors::AdminConflict),
-        (status = 503, response = crate::openapi::errors::AdminUnavailable),
+        (status = 200, description = "The balance after the grant", body = GrantResult),
+        (status = 400, response = crate::apidoc::errors::InvalidRequest),
+        (status = 401, response = crate::apidoc::errors::AdminUnauthorized),
+        (status = 403, response = crate::apidoc::errors::AdminForbidden),
+        (status = 404, response = crate::apidoc::errors::AdminNotFound),
+        (status = 409, response = crate::apidoc::errors::AdminConflict),
+        (status = 503, response = crate::apidoc::errors::AdminUnavailable),
     )
 )]
 pub(super) async fn grant(
@@ -171,28 +167,12 @@ pub(super) async fn grant(
     claims: Claims,
     Path(id): Path<Uuid>,
     grant: Result<Json<Grant>, JsonRejection>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<GrantResult>, ApiError> {
     // Credit is money: only an unconfined admin mints it. Finance reads the books but does not write
     // them, so one stolen finance token cannot create balance either.
     claims.require_unconfined(Role::Admin)?;
     let grant = body(grant, state.settings.max_body_bytes)?;
-    // Balances are NUMERIC(30, 16): refuse what would be rounded.
-    if grant.amount.is_zero() || grant.amount.normalize().scale() > 16 || grant.amount.abs() >= Decimal::from(1_000_000_000_000u64) {
-        return Err(ApiError::invalid("amount must be non-zero, below 10^12 in size, with at most 16 decimals", "amount"));
-    }
-    let mut tx = state.db.begin().await?;
-    let before = credits::balance_for_update(&mut tx, id).await?.ok_or_else(|| ApiError::NotFound(format!("tenant {id}")))?;
-    let (entry, after) = credits::grant(&mut tx, id, grant.amount, &claims.sub, &grant.note)
-        .await
-        .map_err(db_error)?
-        .ok_or_else(|| ApiError::NotFound(format!("tenant {id}")))?;
-    let money = |b: credits::Balance| json!({"balance": b.balance.normalize().to_string(), "reserved": b.reserved.normalize().to_string()});
-    let mut after_json = money(after);
-    after_json["grant"] = json!({"ledger_entry": entry, "amount": grant.amount.normalize().to_string(), "note": grant.note});
-    audit::append(&mut tx, change(&claims, "credits.grant", "tenant", id.to_string(), Some(money(before)), Some(after_json.clone())))
-        .await?;
-    tx.commit().await?;
-    Ok(Json(after_json))
+    Ok(Json(ops::credits::grant(&state.db, actor(&claims), id, grant.amount, &grant.note).await?))
 }
 
 #[utoipa::path(
@@ -205,29 +185,18 @@ pub(super) async fn grant(
     params(("id" = Uuid, Path, description = "The tenant's id")),
     security(("admin_jwt" = [])),
     responses(
-        (status = 200, description = "Keys without their secrets", body = crate::openapi::admin::KeyList),
-        (status = 400, response = crate::openapi::errors::InvalidRequest),
-        (status = 401, response = crate::openapi::errors::AdminUnauthorized),
-        (status = 403, response = crate::openapi::errors::AdminForbidden),
-        (status = 404, response = crate::openapi::errors::AdminNotFound),
-        (status = 503, response = crate::openapi::errors::AdminUnavailable),
+        (status = 200, description = "Keys without their secrets", body = KeyList),
+        (status = 400, response = crate::apidoc::errors::InvalidRequest),
+        (status = 401, response = crate::apidoc::errors::AdminUnauthorized),
+        (status = 403, response = crate::apidoc::errors::AdminForbidden),
+        (status = 404, response = crate::apidoc::errors::AdminNotFound),
+        (status = 503, response = crate::apidoc::errors::AdminUnavailable),
     )
 )]
-pub(super) async fn keys(State(state): State<AppState>, claims: Claims, Path(id): Path<Uuid>) -> Result<Json<Value>, ApiError> {
+pub(super) async fn keys(State(state): State<AppState>, claims: Claims, Path(id): Path<Uuid>) -> Result<Json<KeyList>, ApiError> {
     claims.require(Role::Admin)?;
-    let rows = keys::list(&state.db, scoped(&claims, id)?).await?;
-    Ok(Json(json!({"object": "list", "data": rows})))
-}
-
-/// A new key's label, expiry and limits (requests and tokens per minute, positive).
-#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-pub(super) struct KeySpec {
-    #[serde(default)]
-    name: String,
-    expires_at: Option<DateTime<Utc>>,
-    rpm_limit: Option<i32>,
-    tpm_limit: Option<i32>,
+    let data = keys::list(&state.db, scoped(&claims, id)?).await?;
+    Ok(Json(KeyList { object: ListObject::List, data }))
 }
 
 /// Creates a key; the answer holds the secret, and nothing ever shows it again.
@@ -242,13 +211,13 @@ pub(super) struct KeySpec {
     request_body(content = KeySpec, content_type = "application/json"),
     security(("admin_jwt" = [])),
     responses(
-        (status = 200, description = "The key, with its secret in `key`: shown this once", body = crate::openapi::admin::CreatedKey),
-        (status = 400, response = crate::openapi::errors::InvalidRequest),
-        (status = 401, response = crate::openapi::errors::AdminUnauthorized),
-        (status = 403, response = crate::openapi::errors::AdminForbidden),
-        (status = 404, response = crate::openapi::errors::AdminNotFound),
-        (status = 409, response = crate::openapi::errors::AdminConflict),
-        (status = 503, response = crate::openapi::errors::AdminUnavailable),
+        (status = 200, description = "The key, with its secret in `key`: shown this once", body = CreatedKey),
+        (status = 400, response = crate::apidoc::errors::InvalidRequest),
+        (status = 401, response = crate::apidoc::errors::AdminUnauthorized),
+        (status = 403, response = crate::apidoc::errors::AdminForbidden),
+        (status = 404, response = crate::apidoc::errors::AdminNotFound),
+        (status = 409, response = crate::apidoc::errors::AdminConflict),
+        (status = 503, response = crate::apidoc::errors::AdminUnavailable),
     )
 )]
 pub(super) async fn create_key(
@@ -256,34 +225,11 @@ pub(super) async fn create_key(
     claims: Claims,
     Path(id): Path<Uuid>,
     spec: Result<Json<KeySpec>, JsonRejection>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<CreatedKey>, ApiError> {
     claims.require(Role::Admin)?;
     let id = scoped(&claims, id)?;
     let spec = body(spec, state.settings.max_body_bytes)?;
-    let (secret_key, public_id, hash) = auth::generate();
-    let mut tx = state.db.begin().await?;
-    let new = NewKey { name: &spec.name, expires_at: spec.expires_at, rpm_limit: spec.rpm_limit, tpm_limit: spec.tpm_limit };
-    let info = keys::insert(&mut tx, id, &public_id, &hash, &new).await.map_err(db_error)?;
-    audit::append(&mut tx, change(&claims, "key.create", "api_key", info.id.to_string(), None, snapshot(&info))).await?;
-    tx.commit().await?;
-    let mut answer = json!(info);
-    answer["key"] = json!(secret_key);
-    Ok(Json(answer))
-}
-
-/// Fields to change on a key; `null` clears an expiry or a limit, an absent field is left alone.
-#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-pub(super) struct KeyUpdate {
-    #[serde(default, deserialize_with = "present")]
-    #[schema(value_type = Option<DateTime<Utc>>)]
-    expires_at: Option<Option<DateTime<Utc>>>,
-    #[serde(default, deserialize_with = "present")]
-    #[schema(value_type = Option<i32>)]
-    rpm_limit: Option<Option<i32>>,
-    #[serde(default, deserialize_with = "present")]
-    #[schema(value_type = Option<i32>)]
-    tpm_limit: Option<Option<i32>>,
+    Ok(Json(ops::keys::create(&state.db, actor(&claims), id, &spec).await?))
 }
 
 #[utoipa::path(
@@ -298,12 +244,12 @@ pub(super) struct KeyUpdate {
     security(("admin_jwt" = [])),
     responses(
         (status = 200, description = "The key", body = KeyInfo),
-        (status = 400, response = crate::openapi::errors::InvalidRequest),
-        (status = 401, response = crate::openapi::errors::AdminUnauthorized),
-        (status = 403, response = crate::openapi::errors::AdminForbidden),
-        (status = 404, response = crate::openapi::errors::AdminNotFound),
-        (status = 409, response = crate::openapi::errors::AdminConflict),
-        (status = 503, response = crate::openapi::errors::AdminUnavailable),
+        (status = 400, response = crate::apidoc::errors::InvalidRequest),
+        (status = 401, response = crate::apidoc::errors::AdminUnauthorized),
+        (status = 403, response = crate::apidoc::errors::AdminForbidden),
+        (status = 404, response = crate::apidoc::errors::AdminNotFound),
+        (status = 409, response = crate::apidoc::errors::AdminConflict),
+        (status = 503, response = crate::apidoc::errors::AdminUnavailable),
     )
 )]
 pub(super) async fn update_key(
@@ -311,18 +257,10 @@ pub(super) async fn update_key(
     claims: Claims,
     Path(key_id): Path<Uuid>,
     update: Result<Json<KeyUpdate>, JsonRejection>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<KeyInfo>, ApiError> {
     claims.require(Role::Admin)?;
     let update = body(update, state.settings.max_body_bytes)?;
-    let mut tx = state.db.begin().await?;
-    let before = key_in_scope(&mut tx, &claims, key_id).await?;
-    let after = keys::update(&mut tx, key_id, update.expires_at, update.rpm_limit, update.tpm_limit)
-        .await
-        .map_err(db_error)?
-        .ok_or_else(|| ApiError::NotFound(format!("key {key_id}")))?;
-    audit::append(&mut tx, change(&claims, "key.update", "api_key", key_id.to_string(), snapshot(&before), snapshot(&after))).await?;
-    tx.commit().await?;
-    Ok(Json(json!(after)))
+    Ok(Json(ops::keys::update(&state.db, actor(&claims), key_id, &update, claims.tenant_id).await?))
 }
 
 /// Revokes a key; it stops working on every replica within the key cache's lifetime.
@@ -337,27 +275,16 @@ pub(super) async fn update_key(
     security(("admin_jwt" = [])),
     responses(
         (status = 200, description = "The revoked key (the first revocation time is kept)", body = KeyInfo),
-        (status = 400, response = crate::openapi::errors::InvalidRequest),
-        (status = 401, response = crate::openapi::errors::AdminUnauthorized),
-        (status = 403, response = crate::openapi::errors::AdminForbidden),
-        (status = 404, response = crate::openapi::errors::AdminNotFound),
-        (status = 503, response = crate::openapi::errors::AdminUnavailable),
+        (status = 400, response = crate::apidoc::errors::InvalidRequest),
+        (status = 401, response = crate::apidoc::errors::AdminUnauthorized),
+        (status = 403, response = crate::apidoc::errors::AdminForbidden),
+        (status = 404, response = crate::apidoc::errors::AdminNotFound),
+        (status = 503, response = crate::apidoc::errors::AdminUnavailable),
     )
 )]
-pub(super) async fn revoke_key(State(state): State<AppState>, claims: Claims, Path(key_id): Path<Uuid>) -> Result<Json<Value>, ApiError> {
+pub(super) async fn revoke_key(State(state): State<AppState>, claims: Claims, Path(key_id): Path<Uuid>) -> Result<Json<KeyInfo>, ApiError> {
     claims.require(Role::Admin)?;
-    let mut tx = state.db.begin().await?;
-    let before = key_in_scope(&mut tx, &claims, key_id).await?;
-    let after = keys::revoke(&mut tx, key_id).await?.ok_or_else(|| ApiError::NotFound(format!("key {key_id}")))?;
-    audit::append(&mut tx, change(&claims, "key.revoke", "api_key", key_id.to_string(), snapshot(&before), snapshot(&after))).await?;
-    tx.commit().await?;
-    Ok(Json(json!(after)))
-}
-
-async fn key_in_scope(tx: &mut sqlx::PgConnection, claims: &Claims, key_id: Uuid) -> Result<KeyInfo, ApiError> {
-    let key = keys::info(tx, key_id).await?.ok_or_else(|| ApiError::NotFound(format!("key {key_id}")))?;
-    scoped(claims, key.tenant_id).map_err(|_| ApiError::NotFound(format!("key {key_id}")))?;
-    Ok(key)
+    Ok(Json(ops::keys::revoke(&state.db, actor(&claims), key_id, claims.tenant_id).await?))
 }
 
 #[utoipa::path(
@@ -370,19 +297,19 @@ async fn key_in_scope(tx: &mut sqlx::PgConnection, claims: &Claims, key_id: Uuid
     params(("id" = Uuid, Path, description = "The tenant's id"), ("model" = String, Path, description = "The model id")),
     security(("admin_jwt" = [])),
     responses(
-        (status = 200, description = "The tenant's access", body = crate::openapi::admin::ModelAccess),
-        (status = 400, response = crate::openapi::errors::InvalidRequest),
-        (status = 401, response = crate::openapi::errors::AdminUnauthorized),
-        (status = 403, response = crate::openapi::errors::AdminForbidden),
-        (status = 404, response = crate::openapi::errors::AdminNotFound),
-        (status = 503, response = crate::openapi::errors::AdminUnavailable),
+        (status = 200, description = "The tenant's access", body = ModelAccess),
+        (status = 400, response = crate::apidoc::errors::InvalidRequest),
+        (status = 401, response = crate::apidoc::errors::AdminUnauthorized),
+        (status = 403, response = crate::apidoc::errors::AdminForbidden),
+        (status = 404, response = crate::apidoc::errors::AdminNotFound),
+        (status = 503, response = crate::apidoc::errors::AdminUnavailable),
     )
 )]
 pub(super) async fn allow_model(
     State(state): State<AppState>,
     claims: Claims,
     Path((id, model)): Path<(Uuid, String)>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<ModelAccess>, ApiError> {
     set_access(&state, &claims, id, &model, true).await
 }
 
@@ -396,32 +323,24 @@ pub(super) async fn allow_model(
     params(("id" = Uuid, Path, description = "The tenant's id"), ("model" = String, Path, description = "The model id")),
     security(("admin_jwt" = [])),
     responses(
-        (status = 200, description = "The tenant's access", body = crate::openapi::admin::ModelAccess),
-        (status = 400, response = crate::openapi::errors::InvalidRequest),
-        (status = 401, response = crate::openapi::errors::AdminUnauthorized),
-        (status = 403, response = crate::openapi::errors::AdminForbidden),
-        (status = 404, response = crate::openapi::errors::AdminNotFound),
-        (status = 503, response = crate::openapi::errors::AdminUnavailable),
+        (status = 200, description = "The tenant's access", body = ModelAccess),
+        (status = 400, response = crate::apidoc::errors::InvalidRequest),
+        (status = 401, response = crate::apidoc::errors::AdminUnauthorized),
+        (status = 403, response = crate::apidoc::errors::AdminForbidden),
+        (status = 404, response = crate::apidoc::errors::AdminNotFound),
+        (status = 503, response = crate::apidoc::errors::AdminUnavailable),
     )
 )]
 pub(super) async fn deny_model(
     State(state): State<AppState>,
     claims: Claims,
     Path((id, model)): Path<(Uuid, String)>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<ModelAccess>, ApiError> {
     set_access(&state, &claims, id, &model, false).await
 }
 
-async fn set_access(state: &AppState, claims: &Claims, id: Uuid, model: &str, allow: bool) -> Result<Json<Value>, ApiError> {
+async fn set_access(state: &AppState, claims: &Claims, id: Uuid, model: &str, allow: bool) -> Result<Json<ModelAccess>, ApiError> {
     // A private model is another tenant's business (its weights, its price): only an unconfined admin grants it.
     claims.require_unconfined(Role::Admin)?;
-    let mut tx = state.db.begin().await?;
-    let changed = models::set_access(&mut tx, id, model, allow).await.map_err(db_error)?;
-    let state_json = |allowed: bool| Some(json!({"tenant_id": id, "model": model, "allowed": allowed}));
-    if changed {
-        let action = if allow { "model_access.grant" } else { "model_access.revoke" };
-        audit::append(&mut tx, change(claims, action, "tenant", id.to_string(), state_json(!allow), state_json(allow))).await?;
-    }
-    tx.commit().await?;
-    Ok(Json(json!({"tenant_id": id, "model": model, "allowed": allow, "changed": changed})))
+    Ok(Json(ops::access::set(&state.db, actor(claims), id, model, allow).await?))
 }

@@ -1,14 +1,26 @@
 //! The `Caller` extractor: a request's authenticated tenant and key.
 
-use axum::extract::FromRequestParts;
+use std::sync::Arc;
+
+use axum::extract::{FromRef, FromRequestParts};
 use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
 use chrono::Utc;
+use sqlx::PgPool;
 use uuid::Uuid;
 
+use super::KeyCache;
 use crate::error::ApiError;
 use crate::ratelimit::Limits;
-use crate::state::AppState;
+
+/// What checking a key needs, taken from the application's state.
+#[derive(Debug, Clone)]
+pub struct KeyCheck {
+    pub cache: Arc<KeyCache>,
+    pub db: PgPool,
+    /// The limits of a key that sets none.
+    pub defaults: Limits,
+}
 
 #[derive(Debug, Clone, Copy)]
 pub struct Caller {
@@ -21,13 +33,18 @@ pub struct Caller {
 /// Compared against when the public id is unknown, so a miss costs the same hash and compare as a hit.
 const DUMMY_HASH: [u8; 32] = [0; 32];
 
-impl FromRequestParts<AppState> for Caller {
+impl<S> FromRequestParts<S> for Caller
+where
+    S: Send + Sync,
+    KeyCheck: FromRef<S>,
+{
     type Rejection = ApiError;
 
-    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        let check = KeyCheck::from_ref(state);
         let token = presented_key(&parts.headers).ok_or(ApiError::InvalidApiKey)?;
         let key = super::parse(token).ok_or(ApiError::InvalidApiKey)?;
-        let row = state.keys.lookup(&state.db, key.public_id).await?;
+        let row = check.cache.lookup(&check.db, key.public_id).await?;
         let stored = row.as_ref().map_or(&DUMMY_HASH[..], |r| &r.secret_hash[..]);
         let matches = key.matches(stored);
         let row = row.filter(|_| matches).ok_or(ApiError::InvalidApiKey)?;
@@ -35,11 +52,10 @@ impl FromRequestParts<AppState> for Caller {
         if row.revoked_at.is_some_and(|t| t <= now) || row.expires_at.is_some_and(|t| t <= now) {
             return Err(ApiError::InvalidApiKey);
         }
-        let defaults = &state.settings.limits;
         let own = |limit: Option<i32>| limit.and_then(|n| u32::try_from(n).ok());
         let limits = Limits {
-            requests_per_minute: own(row.rpm_limit).unwrap_or(defaults.default_rpm),
-            tokens_per_minute: own(row.tpm_limit).unwrap_or(defaults.default_tpm),
+            requests_per_minute: own(row.rpm_limit).unwrap_or(check.defaults.requests_per_minute),
+            tokens_per_minute: own(row.tpm_limit).unwrap_or(check.defaults.tokens_per_minute),
         };
         Ok(Self { tenant_id: row.tenant_id, key_id: row.id, limits })
     }
@@ -58,10 +74,14 @@ pub fn presented_key(headers: &axum::http::HeaderMap) -> Option<&str> {
 #[derive(Debug, Clone, Copy)]
 pub struct MaybeCaller(pub Option<Caller>);
 
-impl FromRequestParts<AppState> for MaybeCaller {
+impl<S> FromRequestParts<S> for MaybeCaller
+where
+    S: Send + Sync,
+    KeyCheck: FromRef<S>,
+{
     type Rejection = ApiError;
 
-    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
         if presented_key(&parts.headers).is_none() {
             return Ok(Self(None));
         }

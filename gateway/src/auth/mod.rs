@@ -1,11 +1,16 @@
+//! Who is calling. Customers: API keys, `rk-<public_id>-<secret>` ([`Caller`]). Staff: signed admin JWTs
+//! with roles ([`staff`]). The extractors take what they need from the application's state through
+//! `FromRef`, so this module never names the state.
+//!
 //! API keys: `rk-<public_id>-<secret>`. The public id finds the row; only SHA-256(secret) is stored and it
 //! is compared in constant time. Keys never reach logs, errors or spans.
 
 mod cache;
 mod extract;
+pub mod staff;
 
 pub use cache::KeyCache;
-pub use extract::{presented_key, Caller, MaybeCaller};
+pub use extract::{presented_key, Caller, KeyCheck, MaybeCaller};
 
 use rand::RngCore;
 use sha2::{Digest, Sha256};

@@ -12,7 +12,7 @@ use axum::http::{HeaderMap, Request};
 use super::error::{ConsoleError, Ended};
 use super::session::{Credential, Lookup, SessionId, COOKIE as SESSION_COOKIE};
 use super::Console;
-use crate::admin::{Claims, Role};
+use crate::auth::staff::{Claims, Role};
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::state::AppState;

@@ -96,14 +96,6 @@ fn charge(cost: Decimal, available: Decimal) -> Settled {
     Settled { charged, shortfall: cost - charged }
 }
 
-/// The status of a request's record, if it has one.
-///
-/// # Errors
-/// Database errors.
-pub async fn status_of(db: &PgPool, request_id: &str) -> Result<Option<String>, sqlx::Error> {
-    sqlx::query_scalar("SELECT status FROM cost_records WHERE request_id = $1").bind(request_id).fetch_optional(db).await
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

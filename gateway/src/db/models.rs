@@ -168,37 +168,3 @@ pub async fn set_access(tx: &mut sqlx::PgConnection, tenant: Uuid, model: &str, 
     };
     Ok(sqlx::query(query).bind(tenant).bind(model).execute(&mut *tx).await?.rows_affected() > 0)
 }
-
-/// The CLI's catalog entry: adds or updates the model and adds the worker URL.
-///
-/// # Errors
-/// Database errors.
-pub async fn upsert(
-    db: &PgPool,
-    id: &str,
-    context_length: i32,
-    input_price: Decimal,
-    output_price: Decimal,
-    worker_url: Option<&str>,
-) -> Result<(), sqlx::Error> {
-    let mut tx = db.begin().await?;
-    sqlx::query(
-        "INSERT INTO models (id, context_length, input_price_per_mtok, output_price_per_mtok) VALUES ($1, $2, $3, $4)
-         ON CONFLICT (id) DO UPDATE SET context_length = EXCLUDED.context_length,
-             input_price_per_mtok = EXCLUDED.input_price_per_mtok, output_price_per_mtok = EXCLUDED.output_price_per_mtok",
-    )
-    .bind(id)
-    .bind(context_length)
-    .bind(input_price)
-    .bind(output_price)
-    .execute(&mut *tx)
-    .await?;
-    if let Some(url) = worker_url {
-        sqlx::query("INSERT INTO model_workers (model_id, url) VALUES ($1, $2) ON CONFLICT DO NOTHING")
-            .bind(id)
-            .bind(url)
-            .execute(&mut *tx)
-            .await?;
-    }
-    tx.commit().await
-}

@@ -15,21 +15,12 @@ pub struct Tenant {
     pub created_at: DateTime<Utc>,
 }
 
-/// The tenant's id, creating it when missing.
+/// The id of the tenant called `name`.
 ///
 /// # Errors
 /// Database errors.
-pub async fn ensure(db: &PgPool, name: &str) -> Result<Uuid, sqlx::Error> {
-    let id: Uuid = sqlx::query_scalar(
-        "INSERT INTO tenants (id, name) VALUES ($1, $2)
-         ON CONFLICT (name) DO UPDATE SET name = EXCLUDED.name
-         RETURNING id",
-    )
-    .bind(Uuid::now_v7())
-    .bind(name)
-    .fetch_one(db)
-    .await?;
-    Ok(id)
+pub async fn find(db: &PgPool, name: &str) -> Result<Option<Uuid>, sqlx::Error> {
+    sqlx::query_scalar("SELECT id FROM tenants WHERE name = $1").bind(name).fetch_optional(db).await
 }
 
 /// # Errors

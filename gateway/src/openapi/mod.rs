@@ -8,16 +8,8 @@
 //! Regenerate the committed file with `cargo run -p runaii-gateway -- openapi > openapi/openapi.json`
 //! (or `UPDATE_OPENAPI=1 cargo test -p runaii-gateway --test openapi`).
 
-pub mod admin;
-pub mod catalog;
-pub mod chat;
-pub mod errors;
 mod layers;
-pub mod messages;
-pub mod params;
-pub mod responses;
 mod security;
-pub mod streams;
 
 use std::sync::LazyLock;
 
@@ -26,6 +18,8 @@ use axum::response::{IntoResponse, Response};
 use utoipa::OpenApi;
 
 use security::Schemes;
+
+use crate::apidoc::{errors, messages, responses, streams};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -93,6 +87,7 @@ struct Base;
 pub fn document() -> utoipa::openapi::OpenApi {
     let mut doc = Base::openapi();
     doc.merge(crate::routes::PublicApi::openapi());
+    doc.merge(DocumentApi::openapi());
     doc.merge(crate::admin::AdminApi::openapi());
     layers::add(&mut doc);
     doc
@@ -109,6 +104,15 @@ pub fn to_json() -> String {
     text
 }
 
+/// The route that serves this document, for [`crate::routes::router`] to mount among the others.
+pub fn router() -> axum::Router<crate::state::AppState> {
+    axum::Router::new().route("/openapi.json", axum::routing::get(serve))
+}
+
+#[derive(OpenApi)]
+#[openapi(paths(serve))]
+struct DocumentApi;
+
 /// Rendered once: the document does not change while the process runs.
 static JSON: LazyLock<String> = LazyLock::new(to_json);
 
@@ -124,15 +128,3 @@ static JSON: LazyLock<String> = LazyLock::new(to_json);
 pub async fn serve() -> Response {
     ([(header::CONTENT_TYPE, "application/json")], JSON.as_str()).into_response()
 }
-
-/// Liveness: the route is a closure in the router, so its documentation lives here.
-#[utoipa::path(
-    get,
-    path = "/health",
-    tag = "service",
-    operation_id = "health",
-    security(()),
-    responses((status = 200, description = "`ok` while the process serves", body = String, content_type = "text/plain"))
-)]
-#[expect(dead_code, reason = "documents the router's `/health` closure; never called")]
-pub(crate) fn health() {}

@@ -4,14 +4,63 @@ use axum::extract::State;
 use axum::Json;
 use chrono::{Datelike, TimeZone, Utc};
 use rust_decimal::Decimal;
-use serde_json::{json, Value};
+use serde::Serialize;
+use utoipa::ToSchema;
+use uuid::Uuid;
 
+use crate::apidoc::errors::{Unauthorized, Unavailable};
 use crate::auth::Caller;
 use crate::db::{reports, tenants};
 use crate::error::ApiError;
-use crate::openapi::catalog::Account;
-use crate::openapi::errors::{Unauthorized, Unavailable};
+use crate::shapes::{DecimalString, Usd};
 use crate::state::AppState;
+
+/// The key's tenant: its money (USD, exact), this month's use and the key's rate limits.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Account {
+    #[schema(inline)]
+    pub object: AccountObject,
+    pub tenant: AccountTenant,
+    #[schema(inline)]
+    pub currency: Usd,
+    /// Credit granted less what was charged.
+    pub balance: DecimalString,
+    /// Held for requests in flight (their worst-case cost).
+    pub reserved: DecimalString,
+    /// `balance - reserved`: what new requests may use.
+    pub available: DecimalString,
+    pub usage: MonthUsage,
+    pub rate_limits: RateLimits,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub enum AccountObject {
+    #[serde(rename = "account")]
+    Account,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct AccountTenant {
+    pub id: Uuid,
+    pub name: String,
+}
+
+/// The calendar month so far (UTC), summed from the cost records.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct MonthUsage {
+    #[schema(pattern = "^[0-9]{4}-[0-9]{2}$", example = "2026-11")]
+    pub month: String,
+    pub requests: i64,
+    pub input_tokens: i64,
+    pub output_tokens: i64,
+    pub cost: DecimalString,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct RateLimits {
+    pub requests_per_minute: u32,
+    pub tokens_per_minute: u32,
+}
 
 #[utoipa::path(
     get,
@@ -27,29 +76,28 @@ use crate::state::AppState;
         (status = 503, response = Unavailable),
     )
 )]
-pub(super) async fn get(State(state): State<AppState>, caller: Caller) -> Result<Json<Value>, ApiError> {
+pub(super) async fn get(State(state): State<AppState>, caller: Caller) -> Result<Json<Account>, ApiError> {
     let tenant = tenants::list(&state.db, Some(caller.tenant_id)).await?.pop().ok_or(ApiError::InvalidApiKey)?;
     let now = Utc::now();
     let start = Utc.with_ymd_and_hms(now.year(), now.month(), 1, 0, 0, 0).single().unwrap_or(now);
     let month = reports::totals(&state.db, Some(caller.tenant_id), start, now + chrono::Duration::seconds(1)).await?.pop();
-    let money = |d: Decimal| d.normalize().to_string();
-    Ok(Json(json!({
-        "object": "account",
-        "tenant": {"id": tenant.id, "name": tenant.name},
-        "currency": "USD",
-        "balance": money(tenant.balance),
-        "reserved": money(tenant.reserved),
-        "available": money(tenant.balance - tenant.reserved),
-        "usage": {
-            "month": format!("{:04}-{:02}", now.year(), now.month()),
-            "requests": month.as_ref().map_or(0, |m| m.requests),
-            "input_tokens": month.as_ref().map_or(0, |m| m.input_tokens),
-            "output_tokens": month.as_ref().map_or(0, |m| m.output_tokens),
-            "cost": money(month.map_or(Decimal::ZERO, |m| m.cost)),
+    Ok(Json(Account {
+        object: AccountObject::Account,
+        tenant: AccountTenant { id: tenant.id, name: tenant.name },
+        currency: Usd::Usd,
+        balance: tenant.balance.into(),
+        reserved: tenant.reserved.into(),
+        available: (tenant.balance - tenant.reserved).into(),
+        usage: MonthUsage {
+            month: format!("{:04}-{:02}", now.year(), now.month()),
+            requests: month.as_ref().map_or(0, |m| m.requests),
+            input_tokens: month.as_ref().map_or(0, |m| m.input_tokens),
+            output_tokens: month.as_ref().map_or(0, |m| m.output_tokens),
+            cost: month.map_or(Decimal::ZERO, |m| m.cost).into(),
         },
-        "rate_limits": {
-            "requests_per_minute": caller.limits.requests_per_minute,
-            "tokens_per_minute": caller.limits.tokens_per_minute,
+        rate_limits: RateLimits {
+            requests_per_minute: caller.limits.requests_per_minute,
+            tokens_per_minute: caller.limits.tokens_per_minute,
         },
-    })))
+    }))
 }

@@ -1,69 +1,68 @@
-//! What every inference route does around its dialect: the rate limit, the body, the idempotency key,
-//! and the `x-ratelimit-*` headers on whatever the answer is.
+//! What every inference route does around its dialect: the credential, the rate limit, the body, the
+//! idempotency key, and the `x-ratelimit-*` headers on whatever the answer is. Every error here is
+//! written in the route's dialect.
 
-use std::future::Future;
+use std::marker::PhantomData;
 
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
+use axum::extract::FromRequestParts;
+use axum::http::request::Parts;
 use axum::http::HeaderMap;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use serde_json::Value;
 
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::idempotency::{self, Begin};
+use crate::inference::{self, Dialect};
 use crate::ratelimit::{self, Admission};
 use crate::state::AppState;
 
-/// Admits the request and runs `work` on its JSON body.
-pub(super) async fn serve<F, Fut>(
+/// The authenticated caller, or the dialect's 401: rejected before the body is read, so a client
+/// without a valid key cannot make the gateway buffer its body.
+pub(super) struct CallerOf<D>(Caller, PhantomData<D>);
+
+impl<D: Dialect> FromRequestParts<AppState> for CallerOf<D> {
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Response> {
+        Caller::from_request_parts(parts, state).await.map(|caller| Self(caller, PhantomData)).map_err(D::error)
+    }
+}
+
+/// Admits the request and runs it in dialect `D`.
+pub(super) async fn serve<D: Dialect>(
     state: AppState,
-    caller: Caller,
+    CallerOf(caller, _): CallerOf<D>,
     headers: &HeaderMap,
-    endpoint: &'static str,
     body: Result<Bytes, BytesRejection>,
-    work: F,
-) -> Response
-where
-    F: FnOnce(AppState, Caller, Value) -> Fut + Send + 'static,
-    Fut: Future<Output = Result<Response, ApiError>> + Send + 'static,
-{
+) -> Response {
     let admission = match state.limiter.admit(caller.key_id, caller.limits).await {
         Ok(admission) => admission,
-        Err(e) => return e.into_response(),
+        Err(e) => return D::error(e),
     };
     let mut response = match admission {
-        Admission::Limited { retry_after_ms, by_tokens, .. } => ApiError::RateLimited { retry_after_ms, by_tokens }.into_response(),
-        Admission::Allowed(_) | Admission::Unchecked(_) => admitted(state, caller, headers, endpoint, body, work).await,
+        Admission::Limited { retry_after_ms, by_tokens, .. } => D::error(ApiError::RateLimited { retry_after_ms, by_tokens }),
+        Admission::Allowed(_) | Admission::Unchecked(_) => admitted::<D>(state, caller, headers, body).await,
     };
     ratelimit::apply(response.headers_mut(), &admission);
     response
 }
 
-async fn admitted<F, Fut>(
-    state: AppState,
-    caller: Caller,
-    headers: &HeaderMap,
-    endpoint: &'static str,
-    body: Result<Bytes, BytesRejection>,
-    work: F,
-) -> Response
-where
-    F: FnOnce(AppState, Caller, Value) -> Fut + Send + 'static,
-    Fut: Future<Output = Result<Response, ApiError>> + Send + 'static,
-{
+async fn admitted<D: Dialect>(state: AppState, caller: Caller, headers: &HeaderMap, body: Result<Bytes, BytesRejection>) -> Response {
     let parsed = raw_body(&state, body).and_then(|raw| Ok((json(&raw)?, raw)));
     let (value, raw) = match parsed {
         Ok(parsed) => parsed,
-        Err(e) => return e.into_response(),
+        Err(e) => return D::error(e),
     };
-    match idempotency::begin(&state, caller.tenant_id, headers, endpoint, &raw).await {
-        Err(e) => e.into_response(),
+    match idempotency::begin(&state, caller.tenant_id, headers, D::ENDPOINT, &raw).await {
+        Err(e) => D::error(e),
         Ok(Begin::Replay(stored)) => stored,
-        Ok(Begin::Run(None)) => work(state, caller, value).await.into_response(),
+        Ok(Begin::Run(None)) => inference::run::<D>(&state, caller, value).await,
         Ok(Begin::Run(Some(claim))) => {
             let run_state = state.clone();
-            idempotency::run_claimed(state, claim, async move { work(run_state, caller, value).await.into_response() }).await
+            idempotency::run_claimed(state, claim, D::error, async move { inference::run::<D>(&run_state, caller, value).await }).await
         }
     }
 }

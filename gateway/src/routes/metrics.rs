@@ -5,7 +5,7 @@
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 
-use crate::admin::token::{Claims, Role};
+use crate::auth::staff::{Claims, Role};
 use crate::error::ApiError;
 use crate::state::AppState;
 
@@ -22,9 +22,9 @@ private listener `RUNAII_METRICS_ADDR`, when one is configured.",
     security(("admin_jwt" = [])),
     responses(
         (status = 200, description = "Prometheus text exposition", body = String, content_type = "text/plain"),
-        (status = 401, response = crate::openapi::errors::AdminUnauthorized),
-        (status = 403, response = crate::openapi::errors::AdminForbidden),
-        (status = 503, response = crate::openapi::errors::AdminUnavailable),
+        (status = 401, response = crate::apidoc::errors::AdminUnauthorized),
+        (status = 403, response = crate::apidoc::errors::AdminForbidden),
+        (status = 503, response = crate::apidoc::errors::AdminUnavailable),
     )
 )]
 pub(super) async fn scrape(State(state): State<AppState>, claims: Claims) -> Result<Response, ApiError> {

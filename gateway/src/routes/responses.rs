@@ -6,9 +6,8 @@ use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::Response;
 
-use super::inference;
-use crate::auth::Caller;
-use crate::responses::{self, ENDPOINT_RESPONSES};
+use super::inference::{self, CallerOf};
+use crate::inference::responses::Responses;
 use crate::state::AppState;
 
 #[utoipa::path(
@@ -19,36 +18,33 @@ use crate::state::AppState;
     summary = "Create a response",
     description = "OpenAI's Responses dialect over the same routing, credits and ledger as chat. Stateless: nothing \
 is stored, so `previous_response_id` is refused; `text.format` carries structured outputs.",
-    params(crate::openapi::params::IdempotencyHeader),
-    request_body(content = crate::openapi::responses::ResponsesRequest, content_type = "application/json"),
+    params(crate::apidoc::params::IdempotencyHeader),
+    request_body(content = crate::apidoc::responses::ResponsesRequest, content_type = "application/json"),
     security(("api_key" = []), ("x_api_key" = [])),
     responses(
         (status = 200, description = "The Response; with `stream: true`, its events as server-sent events",
             content(
-                (crate::openapi::responses::ResponseObject = "application/json"),
-                (crate::openapi::streams::ResponsesSse = "text/event-stream"),
+                (crate::apidoc::responses::ResponseObject = "application/json"),
+                (crate::apidoc::streams::ResponsesSse = "text/event-stream"),
             ),
             headers(("idempotent-replayed" = String, description = "`true` on an answer replayed for a repeated `Idempotency-Key`"))),
-        (status = 400, response = crate::openapi::errors::BadRequest),
-        (status = 401, response = crate::openapi::errors::Unauthorized),
-        (status = 402, response = crate::openapi::errors::PaymentRequired),
-        (status = 404, response = crate::openapi::errors::NotFound),
-        (status = 409, response = crate::openapi::errors::IdempotencyInProgress),
-        (status = 413, response = crate::openapi::errors::PayloadTooLarge),
-        (status = 422, response = crate::openapi::errors::IdempotencyKeyReused),
-        (status = 429, response = crate::openapi::errors::RateLimited),
-        (status = 502, response = crate::openapi::errors::BadGateway),
-        (status = 503, response = crate::openapi::errors::Unavailable),
+        (status = 400, response = crate::apidoc::errors::BadRequest),
+        (status = 401, response = crate::apidoc::errors::Unauthorized),
+        (status = 402, response = crate::apidoc::errors::PaymentRequired),
+        (status = 404, response = crate::apidoc::errors::NotFound),
+        (status = 409, response = crate::apidoc::errors::IdempotencyInProgress),
+        (status = 413, response = crate::apidoc::errors::PayloadTooLarge),
+        (status = 422, response = crate::apidoc::errors::IdempotencyKeyReused),
+        (status = 429, response = crate::apidoc::errors::RateLimited),
+        (status = 502, response = crate::apidoc::errors::BadGateway),
+        (status = 503, response = crate::apidoc::errors::Unavailable),
     )
 )]
 pub(super) async fn create(
     State(state): State<AppState>,
-    caller: Caller,
+    caller: CallerOf<Responses>,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    inference::serve(state, caller, &headers, ENDPOINT_RESPONSES, body, |state, caller, body| async move {
-        responses::create(&state, caller, body).await
-    })
-    .await
+    inference::serve::<Responses>(state, caller, &headers, body).await
 }

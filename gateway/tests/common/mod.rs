@@ -8,6 +8,8 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use runaii_gateway::config::{AdminArgs, DbArgs, LimitArgs, Settings, WorkerArgs};
+use runaii_gateway::db::models::ModelChange;
+use runaii_gateway::ops::{self, Actor};
 use runaii_gateway::ratelimit::RedisFailure;
 use runaii_gateway::Application;
 use serde_json::Value;
@@ -107,7 +109,7 @@ pub async fn spawn_app_on(server: &str, configure: impl FnOnce(&mut Settings)) -
     runaii_gateway::db::MIGRATOR.run(&db).await.unwrap();
     let worker = worker();
     let price = |s: &str| s.parse().unwrap();
-    runaii_gateway::db::models::upsert(&db, MODEL, 4096, price("0.10"), price("0.30"), Some(&worker.url)).await.unwrap();
+    upsert_model(&db, MODEL, (price("0.10"), price("0.30")), Some(&worker.url)).await;
     let tenant = format!("tenant-{}", uuid::Uuid::now_v7().simple());
     let key = create_key(&db, &tenant).await;
     let tenant_id = grant(&db, &tenant, TEST_CREDIT).await;
@@ -135,22 +137,31 @@ async fn drop_old_databases(admin: &PgPool) {
     .await;
 }
 
+/// Who the harness is in the audit log.
+const TEST_ACTOR: Actor<'static> = Actor("test");
+
+/// Adds the model to the catalog, 4096 tokens long, at `(input, output)` USD per million tokens, or
+/// changes it; with a worker URL that serves it.
+pub async fn upsert_model(db: &PgPool, id: &str, (input, output): (rust_decimal::Decimal, rust_decimal::Decimal), worker: Option<&str>) {
+    let change = ModelChange {
+        context_length: Some(4096),
+        input_price_per_mtok: Some(input),
+        output_price_per_mtok: Some(output),
+        ..ModelChange::default()
+    };
+    ops::catalog::upsert(db, TEST_ACTOR, id, change, worker).await.unwrap();
+}
+
 pub async fn create_key(db: &PgPool, tenant: &str) -> String {
-    let tenant_id = runaii_gateway::db::tenants::ensure(db, tenant).await.unwrap();
-    let (key, public_id, hash) = runaii_gateway::auth::generate();
-    let mut tx = db.begin().await.unwrap();
-    let new = runaii_gateway::db::keys::NewKey { name: "test", ..Default::default() };
-    runaii_gateway::db::keys::insert(&mut tx, tenant_id, &public_id, &hash, &new).await.unwrap();
-    tx.commit().await.unwrap();
-    key
+    let tenant_id = ops::tenants::ensure(db, TEST_ACTOR, tenant).await.unwrap();
+    let spec = ops::keys::KeySpec { name: "test".into(), ..Default::default() };
+    ops::keys::create(db, TEST_ACTOR, tenant_id, &spec).await.unwrap().key
 }
 
 /// Grants `amount` USD to the tenant (created when missing); returns its id.
 pub async fn grant(db: &PgPool, tenant: &str, amount: &str) -> uuid::Uuid {
-    let tenant_id = runaii_gateway::db::tenants::ensure(db, tenant).await.unwrap();
-    let mut tx = db.begin().await.unwrap();
-    runaii_gateway::db::credits::grant(&mut tx, tenant_id, amount.parse().unwrap(), "test", "").await.unwrap();
-    tx.commit().await.unwrap();
+    let tenant_id = ops::tenants::ensure(db, TEST_ACTOR, tenant).await.unwrap();
+    ops::credits::grant(db, TEST_ACTOR, tenant_id, amount.parse().unwrap(), "").await.unwrap();
     tenant_id
 }
 

@@ -2,8 +2,8 @@
 //! answer page once and never again; `POST /console/keys/revoke`: revoke one.
 //!
 //! A key is its tenant's credential, so whoever signs in with one manages the tenant's keys, as an admin
-//! token confined to the tenant may. Each change is written to the audit log in its transaction, with the
-//! acting key (`key:rk-<public_id>`) as the actor. Revoking the key the session uses ends the session
+//! token confined to the tenant may. The changes are `ops::keys`' (validated, audited in their transaction,
+//! scoped to the tenant), with the acting key (`key:rk-<public_id>`) as the actor. Revoking the key the session uses ends the session
 //! within the key cache's lifetime.
 
 use axum::extract::State;
@@ -13,15 +13,16 @@ use maud::{html, Markup};
 use serde::Deserialize;
 use uuid::Uuid;
 
-use crate::auth;
 use crate::console::error::ConsoleError;
 use crate::console::form::Posted;
 use crate::console::signed_in::{Customer, SignedIn};
 use crate::console::ui::format::when;
 use crate::console::ui::layout::{self, csrf, Section};
 use crate::console::Console;
-use crate::db::audit::{self, Change};
-use crate::db::keys::{self, KeyInfo, NewKey};
+use crate::db::keys::{self, KeyInfo};
+use crate::error::ApiError;
+use crate::ops::keys::KeySpec;
+use crate::ops::{self, Actor};
 
 pub(super) async fn list(State(console): State<Console>, signed: SignedIn) -> Response {
     let body = match signed.customer() {
@@ -137,50 +138,25 @@ pub(super) async fn revoke(State(console): State<Console>, posted: Posted<Revoke
     layout::respond(&signed, Section::Keys, "Keys", status, body)
 }
 
+/// The audit log's actor for a change a key's holder makes: the key itself.
 fn actor(customer: &Customer) -> String {
     format!("key:{}", customer.key_prefix)
 }
 
-/// A new key of the customer's tenant, audited; the secret is returned once.
+/// A new key of the customer's tenant (audited by `ops::keys`); the secret is returned once.
 async fn create_key(console: &Console, customer: &Customer, name: &str) -> Result<(KeyInfo, String), ConsoleError> {
     if name.chars().count() > 200 {
         return Err(ConsoleError::Invalid("a key's name is at most 200 characters".into()));
     }
-    let (secret, public_id, hash) = auth::generate();
-    let mut tx = console.app.db.begin().await?;
-    let info = keys::insert(&mut tx, customer.caller.tenant_id, &public_id, &hash, &NewKey { name, ..NewKey::default() }).await?;
-    let actor = actor(customer);
-    let change = Change {
-        actor: &actor,
-        action: "key.create",
-        target_type: "api_key",
-        target_id: info.id.to_string(),
-        before: None,
-        after: serde_json::to_value(&info).ok(),
-    };
-    audit::append(&mut tx, change).await?;
-    tx.commit().await?;
-    Ok((info, secret))
+    let spec = KeySpec { name: name.to_owned(), ..KeySpec::default() };
+    let created = ops::keys::create(&console.app.db, Actor(&actor(customer)), customer.caller.tenant_id, &spec).await.map_err(ApiError::from)?;
+    Ok((created.info, created.key))
 }
 
-/// Revokes one of the customer's tenant's keys, audited. Another tenant's key is "not found", exactly like
-/// a key that does not exist.
+/// Revokes one of the customer's tenant's keys (audited by `ops::keys`). Another tenant's key is "not
+/// found", exactly like a key that does not exist: the tenant is the operation's scope.
 async fn revoke_key(console: &Console, customer: &Customer, key_id: &str) -> Result<KeyInfo, ConsoleError> {
-    let not_found = || ConsoleError::NotFound(format!("key {key_id}"));
-    let key_id: Uuid = key_id.parse().map_err(|_| not_found())?;
-    let mut tx = console.app.db.begin().await?;
-    let before = keys::info(&mut tx, key_id).await?.filter(|k| k.tenant_id == customer.caller.tenant_id).ok_or_else(not_found)?;
-    let after = keys::revoke(&mut tx, key_id).await?.ok_or_else(not_found)?;
-    let actor = actor(customer);
-    let change = Change {
-        actor: &actor,
-        action: "key.revoke",
-        target_type: "api_key",
-        target_id: key_id.to_string(),
-        before: serde_json::to_value(&before).ok(),
-        after: serde_json::to_value(&after).ok(),
-    };
-    audit::append(&mut tx, change).await?;
-    tx.commit().await?;
-    Ok(after)
+    let key_id: Uuid = key_id.parse().map_err(|_| ConsoleError::NotFound(format!("key {key_id}")))?;
+    let tenant = Some(customer.caller.tenant_id);
+    Ok(ops::keys::revoke(&console.app.db, Actor(&actor(customer)), key_id, tenant).await.map_err(ApiError::from)?)
 }

@@ -1,6 +1,6 @@
 //! `GET/POST /console/playground`: one chat request with a JSON Schema, sent as the signed-in key
-//! through the same path as `POST /v1/chat/completions` (rate limit, credit hold, the worker's
-//! constrained decoding, the cost record), then shown: the answer, whether it validates against the
+//! through what `POST /v1/chat/completions` runs (the key's rate limit, then the inference driver in the
+//! chat dialect: credit hold, the worker's constrained decoding, the cost record), then shown: the answer, whether it validates against the
 //! schema (checked again here, independently of the worker), its tokens and its exact cost.
 
 use axum::extract::State;
@@ -21,6 +21,7 @@ use crate::console::ui::layout::{self, csrf, Section};
 use crate::console::Console;
 use crate::db::models;
 use crate::error::ApiError;
+use crate::inference::{self, chat::Chat};
 use crate::ratelimit::Admission;
 
 /// The README's invoice example, as the form's starting point.
@@ -176,10 +177,17 @@ async fn ask(console: &Console, customer: &Customer, ask: &Ask) -> Result<Answer
     if let Admission::Limited { retry_after_ms, by_tokens, .. } = app.limiter.admit(caller.key_id, caller.limits).await? {
         return Err(ApiError::RateLimited { retry_after_ms, by_tokens }.into());
     }
-    let response = crate::completions::chat(app, caller, body).await?;
+    let response = inference::run::<Chat>(app, caller, body).await;
+    let status = response.status();
     let bytes = axum::body::to_bytes(response.into_body(), MAX_ANSWER_BYTES)
         .await
         .map_err(|e| ConsoleError::Internal(format!("reading a playground answer: {e}")))?;
+    if !status.is_success() {
+        // The API's own error, with the message an API client would get.
+        let message = serde_json::from_slice::<runaii_wire::ErrorBody>(&bytes)
+            .map_or_else(|_| status.canonical_reason().unwrap_or("error").to_owned(), |b| b.error.message);
+        return Err(ConsoleError::Api { status, message });
+    }
     let reply: Reply =
         serde_json::from_slice(&bytes).map_err(|e| ConsoleError::Internal(format!("a chat answer the console cannot read: {e}")))?;
     let choice = reply.choices.into_iter().next().ok_or_else(|| ConsoleError::Internal("a chat answer without a choice".into()))?;

@@ -10,7 +10,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::tenants;
-use crate::admin::Role;
+use crate::auth::staff::Role;
 use crate::console::admin_api::{query, segment};
 use crate::console::error::ConsoleError;
 use crate::console::form::Posted;

@@ -8,7 +8,7 @@ use maud::{html, Markup};
 use rust_decimal::Decimal;
 use serde::Deserialize;
 
-use crate::admin::Role;
+use crate::auth::staff::Role;
 use crate::console::admin_api::List;
 use crate::console::error::ConsoleError;
 use crate::console::signed_in::SignedIn;

@@ -6,7 +6,7 @@ use axum::http::StatusCode;
 use axum::response::{Html, IntoResponse, Response};
 use maud::{html, Markup, DOCTYPE};
 
-use crate::admin::Role;
+use crate::auth::staff::Role;
 use crate::console::assets::{CSS, JS};
 use crate::console::error::ConsoleError;
 use crate::console::signed_in::{SignedIn, Who};

@@ -10,7 +10,7 @@ use super::{assert_refusal, chat_pipeline, with_json};
 /// `max_tokens` (at least 1), gives every turn at least one message, carries every tool, streams only
 /// when asked, and uses only the roles and fields a chat request has.
 pub fn messages(data: &[u8]) {
-    with_json(data, |request| match crate::messages::translate::to_chat(request) {
+    with_json(data, |request| match runaii_gateway::inference::messages::translate::to_chat(request) {
         Err(error) => assert_refusal(&error),
         Ok(chat) => {
             assert_eq!(chat["model"], request["model"]);
@@ -35,7 +35,7 @@ pub fn messages(data: &[u8]) {
 /// one message of `instructions` and one per input item (all text), maps `text.format` as the table
 /// in `responses::translate` says, and streams only when asked.
 pub fn responses(data: &[u8]) {
-    with_json(data, |request| match crate::responses::translate::to_chat(request) {
+    with_json(data, |request| match runaii_gateway::inference::responses::translate::to_chat(request) {
         Err(error) => assert_refusal(&error),
         Ok(chat) => {
             assert_eq!(chat["model"], request["model"]);

@@ -13,13 +13,13 @@ pub struct Shell {
 }
 
 impl Shell {
-    pub fn new(id: String, request: &Value) -> Self {
+    pub fn new(id: String, request: Value) -> Self {
         Self {
             message_id: format!("msg_{}", uuid::Uuid::now_v7().simple()),
             id,
             created_at: chrono::Utc::now().timestamp(),
             model: request["model"].as_str().unwrap_or_default().to_owned(),
-            request: request.clone(),
+            request,
         }
     }
 

@@ -9,8 +9,8 @@ use serde_json::{json, Value};
 
 use super::object::{stop_reason, tool_use_id};
 use crate::billing::json_with_cost;
-use crate::completions::stream::Dialect;
 use crate::error::ApiError;
+use crate::inference::stream::Events;
 
 pub struct MessageEvents {
     id: String,
@@ -61,7 +61,7 @@ impl MessageEvents {
     }
 }
 
-impl Dialect for MessageEvents {
+impl Events for MessageEvents {
     fn start(&mut self) -> Vec<Bytes> {
         // message_start waits for the first chunk that carries the prompt's token count.
         Vec::new()

@@ -8,8 +8,8 @@ use serde_json::{json, Value};
 
 use super::object::{output_text, Shell};
 use crate::billing::json_with_cost;
-use crate::completions::stream::Dialect;
 use crate::error::ApiError;
+use crate::inference::stream::Events;
 
 pub struct ResponseEvents {
     shell: Shell,
@@ -51,7 +51,7 @@ impl ResponseEvents {
     }
 }
 
-impl Dialect for ResponseEvents {
+impl Events for ResponseEvents {
     fn start(&mut self) -> Vec<Bytes> {
         let response = self.shell.response(None);
         vec![

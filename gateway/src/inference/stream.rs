@@ -1,5 +1,5 @@
 //! Relaying a worker's chunk stream to the client while metering it, in whichever dialect the client
-//! speaks (chat chunks, Responses events).
+//! speaks ([`Events`]: chat chunks, Responses events, Messages events).
 //!
 //! The relay runs in its own task, so it finishes its bookkeeping even when the client leaves: a client
 //! that disconnects is billed for the tokens delivered until then (the worker reports a running count on
@@ -16,14 +16,14 @@ use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use rust_decimal::Decimal;
 use serde_json::{json, Value};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 use tokio_stream::wrappers::ReceiverStream;
 use tracing::Instrument as _;
 
 use super::sse::SseReader;
-use super::with_request_id;
-use crate::billing::{json_with_cost, usage_tokens, Ledger, Outcome};
+use crate::billing::{usage_tokens, Ledger, Outcome};
 use crate::error::ApiError;
+use crate::request_id;
 use crate::upstream::Upstream;
 
 /// The worker's running usage on each chunk; stripped before the chunk reaches the client.
@@ -32,7 +32,7 @@ pub const RUNNING_USAGE: &str = "x_runaii_usage";
 type Tx = mpsc::Sender<Result<Bytes, Infallible>>;
 
 /// How a client dialect writes a stream. Each method returns the SSE events to send, in order.
-pub trait Dialect: Send + 'static {
+pub trait Events: Send + 'static {
     /// Before the first chunk.
     fn start(&mut self) -> Vec<Bytes>;
     /// The running token counts, told before each chunk that carries them (for dialects that announce
@@ -55,16 +55,43 @@ pub fn data_event(data: &str) -> Bytes {
     Bytes::from(format!("data: {data}\n\n"))
 }
 
-pub fn relay(ledger: Ledger, upstream: Upstream, dialect: impl Dialect) -> Response {
+/// Whether a stream's answer was complete and recorded `succeeded`, known when its relay ends: attached
+/// to the streamed response, for whoever keeps the answer (an `Idempotency-Key`'s store).
+/// (Response extensions must be `Clone`; the receiver is taken out once, by the one who keeps the answer.)
+#[derive(Debug, Clone)]
+pub struct Completion(std::sync::Arc<std::sync::Mutex<Option<oneshot::Receiver<bool>>>>);
+
+impl Completion {
+    /// Whether the stream completed, once its relay ends; `false` if the relay was lost or this was
+    /// asked before.
+    pub async fn completed(&self) -> bool {
+        let receiver = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
+        match receiver {
+            Some(receiver) => receiver.await.unwrap_or(false),
+            None => false,
+        }
+    }
+}
+
+/// Answers with the dialect's events as the worker's chunks arrive; the relay runs in its own task.
+pub fn relay(ledger: Ledger, upstream: Upstream, dialect: impl Events) -> Response {
     let (tx, rx) = mpsc::channel(64);
+    let (completed, completion) = oneshot::channel();
     let request_id = ledger.request_id.clone();
     // In the request's span: the trace then covers the stream to its end and its cost record.
     let tasks = ledger.tasks.clone();
-    tasks.spawn(run(ledger, upstream, dialect, tx).in_current_span());
+    tasks.spawn(
+        async move {
+            let complete = run(ledger, upstream, dialect, tx).await;
+            let _ = completed.send(complete);
+        }
+        .in_current_span(),
+    );
     let mut response =
         ([(header::CONTENT_TYPE, "text/event-stream"), (header::CACHE_CONTROL, "no-cache")], Body::from_stream(ReceiverStream::new(rx)))
             .into_response();
-    with_request_id(&mut response, &request_id);
+    request_id::attach(&mut response, &request_id);
+    response.extensions_mut().insert(Completion(std::sync::Arc::new(std::sync::Mutex::new(Some(completion)))));
     response
 }
 
@@ -108,7 +135,8 @@ async fn send_all(tx: &Tx, events: Vec<Bytes>, within: Duration) -> bool {
     true
 }
 
-async fn run(ledger: Ledger, upstream: Upstream, mut dialect: impl Dialect, tx: Tx) {
+/// Relays the stream to its end; `true` when the answer was complete and recorded `succeeded`.
+async fn run(ledger: Ledger, upstream: Upstream, mut dialect: impl Events, tx: Tx) -> bool {
     let (upstream_sent, limits) = (upstream.sent, upstream.limits);
     let mut first_token = true;
     let metrics = crate::metrics::global();
@@ -117,7 +145,8 @@ async fn run(ledger: Ledger, upstream: Upstream, mut dialect: impl Dialect, tx: 
     // What the client has been given: the bill if it leaves.
     let mut delivered = (0, 0);
     if !send_all(&tx, dialect.start(), limits.client_write).await {
-        return cancelled(&ledger, reader, delivered).await;
+        cancelled(&ledger, reader, delivered).await;
+        return false;
     }
     loop {
         let next = tokio::select! {
@@ -125,7 +154,8 @@ async fn run(ledger: Ledger, upstream: Upstream, mut dialect: impl Dialect, tx: 
             next = reader.next_data() => Some(next),
         };
         let Some(next) = next else {
-            return cancelled(&ledger, reader, delivered).await;
+            cancelled(&ledger, reader, delivered).await;
+            return false;
         };
         let data = match next {
             Ok(Some(data)) if data != "[DONE]" => data,
@@ -154,19 +184,20 @@ async fn run(ledger: Ledger, upstream: Upstream, mut dialect: impl Dialect, tx: 
                 metrics.ttft.observe(&[&ledger.model.id], ledger.started.elapsed());
             }
             if !send_all(&tx, dialect.chunk(chunk), limits.client_write).await {
-                return cancelled(&ledger, reader, delivered).await;
+                cancelled(&ledger, reader, delivered).await;
+                return false;
             }
             delivered = (metered.input_tokens, metered.output_tokens);
             continue;
         }
         let upstream_time = upstream_sent.elapsed();
-        let events = match ledger.record_delivered(Outcome::succeeded(&chunk["usage"])).await {
-            Ok(cost) => dialect.complete(chunk, cost),
-            Err(e) => dialect.error(&e),
+        let (events, recorded) = match ledger.record_delivered(Outcome::succeeded(&chunk["usage"])).await {
+            Ok(cost) => (dialect.complete(chunk, cost), true),
+            Err(e) => (dialect.error(&e), false),
         };
         metrics.overhead(ledger.endpoint, ledger.started.elapsed(), upstream_time);
         send_all(&tx, events, limits.client_write).await;
-        return;
+        return recorded;
     }
 }
 
@@ -185,44 +216,11 @@ fn carries_answer(chunk: &Value) -> bool {
 }
 
 /// The worker failed mid-stream: the client gets a clean error and is billed for what it received.
-async fn fail(ledger: &Ledger, metered: &Metered, dialect: &mut impl Dialect, tx: &Tx, why: &str) {
+async fn fail(ledger: &Ledger, metered: &Metered, dialect: &mut impl Events, tx: &Tx, why: &str) -> bool {
     tracing::warn!(request_id = %ledger.request_id, %why, "stream failed");
     if let Err(e) = ledger.record_delivered(metered.failed()).await {
         tracing::error!(request_id = %ledger.request_id, error = %e, "failed stream not recorded");
     }
     send_all(tx, dialect.error(&ApiError::UpstreamFailed(why.to_owned())), CLIENT_ERROR_WAIT).await;
-}
-
-/// OpenAI chat chunks, passed through with the gateway's id; usage only when the client asked.
-pub struct ChatChunks {
-    pub include_usage: bool,
-}
-
-impl Dialect for ChatChunks {
-    fn start(&mut self) -> Vec<Bytes> {
-        Vec::new()
-    }
-
-    fn chunk(&mut self, mut chunk: Value) -> Vec<Bytes> {
-        if let Some(c) = chunk.as_object_mut() {
-            c.remove("timings");
-            if !self.include_usage {
-                c.remove("usage");
-            }
-        }
-        vec![data_event(&chunk.to_string())]
-    }
-
-    fn complete(&mut self, usage_chunk: Value, cost: Decimal) -> Vec<Bytes> {
-        let mut events = Vec::new();
-        if self.include_usage {
-            events.push(data_event(&json_with_cost(&usage_chunk, cost)));
-        }
-        events.push(data_event("[DONE]"));
-        events
-    }
-
-    fn error(&mut self, error: &ApiError) -> Vec<Bytes> {
-        vec![data_event(&json!(error.body()).to_string())]
-    }
+    false
 }

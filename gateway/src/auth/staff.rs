@@ -1,7 +1,7 @@
 //! Admin bearer tokens: JWTs signed with HS256 (a shared secret) or RS256 (verified with a public key),
 //! with a required `exp` and the roles they carry. An API key is not a JWT and never opens this API.
 
-use axum::extract::FromRequestParts;
+use axum::extract::{FromRef, FromRequestParts};
 use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
 use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
@@ -10,7 +10,6 @@ use uuid::Uuid;
 
 use crate::config::AdminArgs;
 use crate::error::ApiError;
-use crate::state::AppState;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Role {
@@ -75,6 +74,7 @@ impl Verifier {
             (None, None) => return Ok(None),
             (Some(_), Some(_)) => anyhow::bail!("set either the admin JWT secret or its public key, not both"),
             (Some(secret), None) => {
+                let secret = secret.expose();
                 anyhow::ensure!(secret.len() >= 32, "the admin JWT secret must be at least 32 bytes");
                 (DecodingKey::from_secret(secret.as_bytes())?, Algorithm::HS256)
             }
@@ -147,11 +147,21 @@ impl Claims {
     }
 }
 
-impl FromRequestParts<AppState> for Claims {
+/// The verifier of staff tokens, taken from the application's state (`None` when no key is
+/// configured: the admin API then answers 503).
+#[derive(Debug, Clone)]
+pub struct StaffTokens(pub Option<std::sync::Arc<Verifier>>);
+
+impl<S> FromRequestParts<S> for Claims
+where
+    S: Send + Sync,
+    StaffTokens: FromRef<S>,
+{
     type Rejection = ApiError;
 
-    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
-        let verifier = state.admin.as_ref().ok_or(ApiError::AdminDisabled)?;
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        let StaffTokens(verifier) = StaffTokens::from_ref(state);
+        let verifier = verifier.ok_or(ApiError::AdminDisabled)?;
         let header = parts.headers.get(AUTHORIZATION).and_then(|v| v.to_str().ok()).unwrap_or("");
         let token = header
             .strip_prefix("Bearer ")

@@ -2,15 +2,13 @@
 //! taking the fuzzer's raw bytes and panicking (an `assert!`) when an invariant breaks. Bytes that are
 //! not JSON are skipped: the gateway refuses them (400 `invalid_json`) before any of this runs.
 //!
-//! Why here, in the library, and not in a crate under `fuzz/`: the same checks must also run in the main
-//! workspace's `cargo test` (`gateway/tests/fuzz_corpus.rs` replays the committed corpus), and a harness
-//! crate outside the workspace would have to be a dev-dependency of the gateway that itself depends on
-//! the gateway (a second copy of the crate, and `fuzz/` dragged into the root lockfile). Here the
-//! harness is compiled, linted and tested with the code it exercises. It does no I/O and nothing on a
-//! request path calls it.
+//! One source module, compiled twice and shipped in neither binary: into each `fuzz_targets/*.rs`
+//! (`#[path]`), and into `gateway/tests/fuzz_corpus.rs`, which replays the committed corpus in the main
+//! workspace's `cargo test`, so the harness is compiled, linted and run with the code it exercises
+//! without living in the production crate. It uses only the gateway's public API and does no I/O.
 //!
 //! `schema` owns the schema checks, `dialects` the request translations; both end in [`chat_pipeline`],
-//! what `completions::prepare` does with a chat body before it needs the database.
+//! what `inference::prepare` does with a chat body before it needs the database.
 
 mod dialects;
 mod schema;
@@ -19,10 +17,10 @@ use runaii_wire::ChatCompletionRequest;
 use rust_decimal::Decimal;
 use serde_json::{json, Value};
 
-use crate::billing::{worst_case_cost, worst_case_tokens};
-use crate::db::models::ModelRow;
-use crate::error::ApiError;
-use crate::structured;
+use runaii_gateway::billing::{worst_case_cost, worst_case_tokens};
+use runaii_gateway::db::models::ModelRow;
+use runaii_gateway::error::ApiError;
+use runaii_gateway::structured;
 
 pub use dialects::{chat, messages, responses};
 pub use schema::schema;

@@ -6,7 +6,7 @@ use runaii_wire::schema_budget;
 use serde_json::{json, Map, Value};
 
 use super::{assert_refusal, with_json, CONTEXT};
-use crate::structured;
+use runaii_gateway::structured;
 
 /// Keywords whose object maps names the caller chose to subschemas: the names are not keywords.
 const NAME_MAPS: [&str; 6] = ["properties", "patternProperties", "$defs", "definitions", "dependentSchemas", "dependencies"];

@@ -1,0 +1,84 @@
+//! Inference, whatever the client's dialect. One driver, [`run`], checks the request, holds its
+//! worst-case cost, sends it to a worker, meters the answer and records its cost; the [`Dialect`] the
+//! client speaks — OpenAI's chat completions ([`chat`]), OpenAI's Responses ([`responses`]), Anthropic's
+//! Messages ([`messages`]) — reads the request and writes the answer, its stream events and its errors,
+//! each in its own shape. A dialect only translates: routing, money and records are the driver's.
+
+pub mod chat;
+pub mod messages;
+mod prepare;
+pub mod responses;
+mod sse;
+pub mod stream;
+mod worker;
+
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
+use serde_json::Value;
+
+pub use prepare::{prepare, Prepared};
+
+use crate::auth::Caller;
+use crate::billing::json_with_cost;
+use crate::error::ApiError;
+use crate::request_id;
+use crate::state::AppState;
+
+/// A client dialect: what the driver needs to know about a request and how its answers look.
+pub trait Dialect: Send + Sized + 'static {
+    /// The endpoint the ledger names.
+    const ENDPOINT: &'static str;
+    /// How this dialect writes a streamed answer.
+    type Events: stream::Events;
+
+    /// A fresh answer id, which is also the cost record's key (`chatcmpl-…`, `resp_…`, `msg_…`).
+    fn new_id() -> String;
+
+    /// Reads the client's request, whose answer will carry `id`: what the dialect keeps to write the
+    /// answer, and the chat request it stands for.
+    ///
+    /// # Errors
+    /// A 400 for a request the dialect cannot translate.
+    fn read(request: Value, id: String) -> Result<(Self, Value), ApiError>;
+
+    /// The events of a streamed answer; `include_usage` is whether the client asked for a usage chunk.
+    fn events(self, include_usage: bool) -> Self::Events;
+
+    /// The whole answer for the worker's chat completion, without its cost (the driver adds that, exact).
+    fn whole(self, answer: Value) -> Value;
+
+    /// An error answer in this dialect's shape.
+    fn error(error: ApiError) -> Response;
+}
+
+/// Serves one request in dialect `D`. After the credit hold every outcome has a cost record under the
+/// answer's id, and whatever goes out (answer, stream or error) names that id.
+pub async fn run<D: Dialect>(state: &AppState, caller: Caller, request: Value) -> Response {
+    let id = D::new_id();
+    let read = D::read(request, id.clone());
+    let prepared = match read {
+        Ok((dialect, chat)) => prepare(state, caller, chat, D::ENDPOINT, id.clone()).await.map(|p| (dialect, p)),
+        Err(e) => Err(e),
+    };
+    let (dialect, prepared) = match prepared {
+        Ok(ready) => ready,
+        Err(e) => return D::error(e),
+    };
+    let mut response = answer(state, prepared, dialect).await.unwrap_or_else(D::error);
+    request_id::attach(&mut response, &id);
+    response
+}
+
+async fn answer<D: Dialect>(state: &AppState, prepared: Prepared, dialect: D) -> Result<Response, ApiError> {
+    if prepared.stream {
+        let include_usage = prepared.include_usage;
+        let (ledger, upstream) = worker::open(state, prepared).await?;
+        return Ok(stream::relay(ledger, upstream, dialect.events(include_usage)));
+    }
+    let (_, answer, cost) = worker::finish_whole(state, prepared).await?;
+    Ok(json_response(json_with_cost(&dialect.whole(answer), cost)))
+}
+
+fn json_response(body: String) -> Response {
+    ([(header::CONTENT_TYPE, "application/json")], body).into_response()
+}

@@ -1,0 +1,85 @@
+//! Checking a chat request (as sent, or as a dialect translated it) before anything is forwarded:
+//! parse it, resolve its model, check its schemas, show the model the schema, ask the worker for usage,
+//! and hold the worst-case cost. From the hold on, every outcome has a cost record.
+
+use std::sync::Arc;
+
+use runaii_wire::ChatCompletionRequest;
+use rust_decimal::Decimal;
+use serde_json::{json, Value};
+
+use crate::auth::Caller;
+use crate::billing::{worst_case_cost, Ledger};
+use crate::db::credits;
+use crate::db::models::{self, ModelRow};
+use crate::error::ApiError;
+use crate::state::AppState;
+use crate::structured;
+
+/// A checked chat request, ready to send, with the ledger that will record it.
+#[derive(Debug)]
+pub struct Prepared {
+    pub ledger: Ledger,
+    pub body: Value,
+    pub stream: bool,
+    pub include_usage: bool,
+}
+
+/// Checks a chat request body, resolves its model and adds the schema prompt.
+///
+/// # Errors
+/// 400 for a malformed body or `response_format`, 404 for an unknown model.
+pub async fn prepare(
+    state: &AppState,
+    caller: Caller,
+    mut body: Value,
+    endpoint: &'static str,
+    request_id: String,
+) -> Result<Prepared, ApiError> {
+    let request: ChatCompletionRequest = serde_json::from_value(body.clone()).map_err(|e| ApiError::InvalidJson(e.to_string()))?;
+    let model = models::find_visible(&state.db, &request.model, Some(caller.tenant_id))
+        .await?
+        .ok_or(ApiError::ModelNotFound(request.model.clone()))?;
+    if let Err((error, reason)) = structured::check_request_schemas(&body, model.context_length) {
+        crate::metrics::global().schema_refusals.add(&[reason], 1);
+        return Err(error);
+    }
+    if model.schema_in_prompt {
+        if let Some(schema) = structured::json_schema_of(body.get("response_format")).cloned() {
+            if let Some(messages) = body.get_mut("messages") {
+                structured::add_schema_prompt(messages, &schema);
+            }
+        }
+    }
+    if request.stream {
+        // The gateway always needs the usage to bill; the client gets it only if it asked.
+        body["stream_options"] = json!({"include_usage": true});
+    }
+    hold_worst_case(state, &caller, &model, &body, &request_id).await?;
+    // From here every outcome has a cost record under this id: whatever answer goes out names it.
+    let ledger = Ledger {
+        db: state.db.clone(),
+        request_id,
+        caller,
+        model,
+        endpoint,
+        started: crate::metrics::arrived(),
+        limiter: Arc::clone(&state.limiter),
+        tasks: state.tasks.clone(),
+    };
+    Ok(Prepared { ledger, body, stream: request.stream, include_usage: request.include_usage() })
+}
+
+/// Holds the request's worst-case cost from the tenant's credit; the ledger settles it when the request
+/// ends. From here on every outcome is recorded, which releases the hold.
+///
+/// # Errors
+/// 402 `insufficient_credits` when the tenant cannot cover the worst case; nothing is charged.
+async fn hold_worst_case(state: &AppState, caller: &Caller, model: &ModelRow, body: &Value, request_id: &str) -> Result<(), ApiError> {
+    let worst = worst_case_cost(model, body);
+    if credits::hold(&state.db, caller.tenant_id, request_id, worst, state.replica_id).await? {
+        return Ok(());
+    }
+    let available = credits::balance(&state.db, caller.tenant_id).await?.map_or(Decimal::ZERO, |b| b.available());
+    Err(ApiError::InsufficientCredits { needed: worst.normalize().to_string(), available: available.normalize().to_string() })
+}

@@ -1,0 +1,94 @@
+//! Sending a prepared request to a worker and reading its answer: a refusal is recorded at zero cost, a
+//! whole answer is metered and recorded before it is handed back. (Streams are read by `stream.rs`.)
+
+use std::time::Instant;
+
+use runaii_wire::ErrorBody;
+use rust_decimal::Decimal;
+use serde_json::Value;
+use tracing::Instrument as _;
+
+use super::Prepared;
+use crate::billing::{Ledger, Outcome};
+use crate::error::ApiError;
+use crate::state::AppState;
+use crate::upstream::{self, Upstream};
+
+/// Sends the request; a refusal is recorded at zero cost and returned as the gateway's error.
+///
+/// # Errors
+/// The worker's refusal or failure, or no ready worker.
+pub async fn open(state: &AppState, prepared: Prepared) -> Result<(Ledger, Upstream), ApiError> {
+    let Prepared { ledger, body, .. } = prepared;
+    let sent = upstream::send(state, &ledger.model.id, &body, &ledger.request_id).await;
+    let error = match sent {
+        Ok(upstream) if upstream.response.status().is_success() => return Ok((ledger, upstream)),
+        Ok(upstream) => worker_error(upstream).await,
+        Err(e) => e,
+    };
+    Err(reject(&ledger, error).await)
+}
+
+/// Runs a non-streamed request to its end and records it. The work runs in its own task: if the client
+/// goes away meanwhile, the answer is still metered and recorded.
+///
+/// # Errors
+/// As [`open`], or 503 when the cost record cannot be written (the answer is then not served).
+pub async fn finish_whole(state: &AppState, prepared: Prepared) -> Result<(Ledger, Value, Decimal), ApiError> {
+    let state = state.clone();
+    let task = state.tasks.clone().spawn(
+        async move {
+            let sent = Instant::now();
+            let (ledger, upstream) = open(&state, prepared).await?;
+            let answer: Value = match upstream.json().await {
+                Ok(answer) => answer,
+                Err(e) => return Err(reject(&ledger, ApiError::UpstreamFailed(format!("unreadable answer: {e}"))).await),
+            };
+            let upstream_time = sent.elapsed();
+            let cost = ledger.record(Outcome::succeeded(&answer["usage"])).await?;
+            let metrics = crate::metrics::global();
+            metrics.worker_timings(&ledger.model.id, &answer["timings"]);
+            metrics.overhead(ledger.endpoint, ledger.started.elapsed(), upstream_time);
+            Ok((ledger, answer, cost))
+        }
+        .in_current_span(),
+    );
+    task.await.map_err(|e| ApiError::Internal(format!("completion task failed: {e}")))?
+}
+
+async fn worker_error(upstream: Upstream) -> ApiError {
+    let status = upstream.response.status();
+    let body: Option<ErrorBody> = upstream.json().await.ok();
+    let Some(ErrorBody { error }) = body else {
+        return ApiError::UpstreamFailed(format!("worker answered {status} without an error body"));
+    };
+    match error.code.as_deref() {
+        Some(code @ ("grammar_rejected" | "invalid_schema")) => {
+            crate::metrics::global().schema_refusals.add(&[code], 1);
+            ApiError::UpstreamRejected(error.message)
+        }
+        // The worker refused the gateway's own credential: a fleet misconfiguration, not the customer's fault.
+        _ if status == reqwest::StatusCode::UNAUTHORIZED => {
+            tracing::error!("a worker refused the gateway's credential: do they share the worker secret?");
+            ApiError::UpstreamFailed(format!("worker answered {status}: {}", error.message))
+        }
+        _ if status.is_client_error() && status != reqwest::StatusCode::NOT_FOUND => {
+            ApiError::UpstreamInvalid { message: error.message, param: error.param, code: error.code }
+        }
+        _ => ApiError::UpstreamFailed(format!("worker answered {status}: {}", error.message)),
+    }
+}
+
+/// Records a request that ended before any token (cost 0) and hands the error back: `failed` when the
+/// worker broke, `rejected` when the request was refused.
+async fn reject(ledger: &Ledger, error: ApiError) -> ApiError {
+    let (http_status, error_code) = (error.status().as_u16(), error.code());
+    let outcome = match error {
+        ApiError::UpstreamFailed(_) => Outcome::Failed { input_tokens: 0, output_tokens: 0, http_status, error_code },
+        _ => Outcome::Rejected { http_status, error_code },
+    };
+    match ledger.record(outcome).await {
+        Ok(_) => error,
+        Err(ledger_down) => ledger_down,
+    }
+}
