@@ -149,7 +149,8 @@ async fn create_key(console: &Console, customer: &Customer, name: &str) -> Resul
         return Err(ConsoleError::Invalid("a key's name is at most 200 characters".into()));
     }
     let spec = KeySpec { name: name.to_owned(), ..KeySpec::default() };
-    let created = ops::keys::create(&console.app.db, Actor(&actor(customer)), customer.caller.tenant_id, &spec).await.map_err(ApiError::from)?;
+    let created =
+        ops::keys::create(&console.app.db, Actor(&actor(customer)), customer.caller.tenant_id, &spec).await.map_err(ApiError::from)?;
     Ok((created.info, created.key))
 }
 
