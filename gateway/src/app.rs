@@ -26,7 +26,8 @@ impl Application {
         let state = AppState::new(settings).await?;
         // Registered before it serves: every hold names a replica the others can see alive.
         crate::db::replicas::heartbeat(&state.db, state.replica_id).await?;
-        // Know the workers before the first request.
+        // Know the catalog and the workers before the first request.
+        state.catalog.reload(&state.db).await?;
         state.registry.probe().await;
         state.registry.refresh().await;
         Ok(Self { listener, metrics_listener, state })
@@ -55,6 +56,12 @@ impl Application {
         tokio::spawn(async move { registry.refresh_forever(every).await });
         tokio::spawn(self.state.secrets.clone().reload_forever(std::time::Duration::from_secs(5)));
         tokio::spawn(housekeeping(self.state.db.clone(), self.state.settings.limits.clone()));
+        tokio::spawn(crate::changes::listen(
+            self.state.settings.db.database_url.expose().to_owned(),
+            self.state.db.clone(),
+            std::sync::Arc::clone(&self.state.catalog),
+            std::sync::Arc::clone(&self.state.keys),
+        ));
         let (db, replica_id) = (self.state.db.clone(), self.state.replica_id);
         let (stop_heartbeat, stopped) = tokio::sync::oneshot::channel();
         let heartbeat = tokio::spawn(replica_heartbeat(db.clone(), replica_id, self.state.settings.limits.clone(), stopped));

@@ -8,7 +8,8 @@
 //! catalog, each validated and audited in its transaction; the command line calls them too),
 //! `idempotency` (`Idempotency-Key`). Below them: `auth` (API keys, staff tokens), `billing` (pricing,
 //! holds, the cost ledger), `structured` (response_format checks and schema prompts), `upstream` (the
-//! worker registry and client), `ratelimit` (per-key limits in Redis), `db` (SQL only). `shapes` and
+//! worker registry and client), `catalog` (the in-memory catalog) and `changes` (the listener that keeps
+//! it and the key cache fresh), `ratelimit` (per-key limits in Redis), `db` (SQL only). `shapes` and
 //! `apidoc` hold the JSON shapes and documentation types handlers name; `openapi` assembles the document.
 
 pub mod admin;
@@ -16,6 +17,8 @@ pub mod apidoc;
 pub mod app;
 pub mod auth;
 pub mod billing;
+pub mod catalog;
+pub mod changes;
 pub mod config;
 pub mod console;
 pub mod db;

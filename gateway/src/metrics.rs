@@ -33,6 +33,10 @@ pub struct Metrics {
     pub schema_refusals: Counters<u64>,
     /// Registry entries not routed to: unsigned, forged, moved or expired announcements.
     pub announcements_rejected: Counters<u64>,
+    /// Postgres transactions the ledger writer committed, and the records in them: their ratio is the
+    /// group size, the writes each WAL flush carries.
+    pub ledger_commits: Counters<u64>,
+    pub ledger_records: Counters<u64>,
 }
 
 #[must_use]
@@ -50,6 +54,8 @@ pub fn global() -> &'static Metrics {
         overhead: Histograms::new(&["endpoint"], &LATENCY_BUCKETS),
         schema_refusals: Counters::new(&["reason"]),
         announcements_rejected: Counters::new(&["reason"]),
+        ledger_commits: Counters::new(&["kind"]),
+        ledger_records: Counters::new(&["kind"]),
     })
 }
 
@@ -123,6 +129,17 @@ pub async fn render(State(state): State<AppState>) -> impl IntoResponse {
         &mut out,
         "runaii_gateway_worker_announcements_rejected_total",
         "Worker registry entries ignored at a refresh, by reason (bad_signature, malformed, mismatch, expired, too_far_ahead).",
+    );
+
+    m.ledger_commits.write(
+        &mut out,
+        "runaii_gateway_ledger_commits_total",
+        "Ledger transactions committed, by kind (group, one: a failed group's records retried alone).",
+    );
+    m.ledger_records.write(
+        &mut out,
+        "runaii_gateway_ledger_records_total",
+        "Cost records written by the ledger writer, by kind of transaction.",
     );
 
     let workers = state.registry.all_ready().await;

@@ -19,6 +19,10 @@ use crate::upstream::Registry;
 pub struct AppState {
     pub db: PgPool,
     pub keys: Arc<KeyCache>,
+    /// Writes cost records in groups, one transaction per group (`billing::writer`).
+    pub ledger: crate::billing::writer::LedgerWriter,
+    /// The catalog every request reads, kept fresh by `changes.rs`.
+    pub catalog: Arc<crate::catalog::Catalog>,
     pub registry: Arc<Registry>,
     pub limiter: Arc<Limiter>,
     /// `None` when no admin JWT key is configured: the admin API then answers 503.
@@ -46,6 +50,8 @@ impl AppState {
         let secrets = settings.workers.secrets()?;
         Ok(Self {
             keys: Arc::new(KeyCache::new(Duration::from_millis(settings.key_cache_ms))),
+            catalog: Arc::default(),
+            ledger: crate::billing::writer::LedgerWriter::start(db.clone()),
             registry: Arc::new(Registry::new(Arc::clone(&redis), db.clone(), http.clone(), secrets.clone())),
             limiter: Arc::new(Limiter::new(redis, settings.limits.on_redis_failure)),
             admin,

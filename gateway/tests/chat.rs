@@ -45,13 +45,7 @@ async fn missing_wrong_and_revoked_keys_get_401_without_echo() {
 #[tokio::test]
 async fn catalog_lists_models_with_readiness_pricing_and_parameters() {
     let app = spawn_app().await;
-    let change = runaii_gateway::db::models::ModelChange {
-        context_length: Some(2048),
-        input_price_per_mtok: Some("1".parse().unwrap()),
-        output_price_per_mtok: Some("2".parse().unwrap()),
-        ..Default::default()
-    };
-    runaii_gateway::ops::catalog::upsert(&app.db, runaii_gateway::ops::Actor("test"), "org/offline-model", change, None).await.unwrap();
+    app.upsert_model("org/offline-model", ("1".parse().unwrap(), "2".parse().unwrap()), None).await;
     let list: Value = client().get(format!("{}/v1/models", app.base)).send().await.unwrap().json().await.unwrap();
     assert_eq!(list["object"], "list");
     let ours = list["data"].as_array().unwrap().iter().find(|m| m["id"] == MODEL).expect("listed");

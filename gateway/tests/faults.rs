@@ -49,7 +49,7 @@ async fn worker_killed_mid_stream_bills_what_was_delivered_and_traffic_moves_on(
     let app = spawn_app().await;
     let model = format!("doomed-{}", uuid::Uuid::now_v7().simple());
     let catalog_price = |s: &str| s.parse().unwrap();
-    common::upsert_model(&app.db, &model, (catalog_price("0.10"), catalog_price("0.30")), None).await;
+    app.upsert_model(&model, (catalog_price("0.10"), catalog_price("0.30")), None).await;
     let announce = ["--model-id", model.as_str(), "--announce-redis-url", "redis://127.0.0.1:6379"];
     let doomed = start_worker(&announce);
     wait_until_ready(&app.base, &model, true, Duration::from_secs(30)).await;

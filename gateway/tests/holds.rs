@@ -22,7 +22,7 @@ fn tool(description: &str) -> Value {
 /// Sends `body`, then checks the real worker's prompt count and the record's cost against the bound the
 /// gateway held for exactly that body.
 async fn assert_within_hold(app: &common::TestApp, what: &str, body: &Value) {
-    let model = runaii_gateway::db::models::find_visible(&app.db, MODEL, None).await.unwrap().unwrap();
+    let model = runaii_gateway::db::models::list_enabled(&app.db).await.unwrap().into_iter().find(|m| m.id == MODEL).unwrap();
     let (prompt_bound, _) = worst_case_tokens(&model, body);
     let (status, answer, _) = app.post_json("/v1/chat/completions", body).await;
     assert_eq!(status, 200, "{what}: {answer}");
@@ -96,12 +96,12 @@ async fn a_cost_above_the_hold_is_recorded_with_its_shortfall() {
         latency_ms: 5,
     };
     // Available to it: its hold (0.0004) and what no other hold reserves (0.0001).
-    let settled = costs::settle(&app.db, &record("req-over", "0.002")).await.expect("recorded, not refused");
+    let settled = costs::settle(&app.db, &[record("req-over", "0.002")]).await.expect("recorded, not refused")[0];
     assert_eq!((settled.charged, settled.shortfall), (d("0.0005"), d("0.0015")));
     let (balance, reserved): (Decimal, Decimal) =
         sqlx::query_as("SELECT balance, reserved FROM tenants WHERE id = $1").bind(tenant_id).fetch_one(&app.db).await.unwrap();
     assert_eq!((balance, reserved), (d("0.0005"), d("0.0005")), "the other request's hold is intact");
-    let normal = costs::settle(&app.db, &record("req-other", "0.0001")).await.unwrap();
+    let normal = costs::settle(&app.db, &[record("req-other", "0.0001")]).await.unwrap()[0];
     assert_eq!((normal.charged, normal.shortfall), (d("0.0001"), Decimal::ZERO));
 
     // balance = grants − Σ (cost − shortfall), and the ledger's sum is the balance.
@@ -141,4 +141,45 @@ async fn a_cost_above_the_hold_is_recorded_with_its_shortfall() {
     let (_, totals) =
         app.admin(Method::GET, &format!("/admin/v1/monthly-totals?month={month}&tenant_id={tenant_id}"), &finance, None).await;
     assert_eq!((totals["data"][0]["cost"].as_str(), totals["data"][0]["shortfall"].as_str()), (Some("0.0021"), Some("0.0015")), "{totals}");
+}
+
+/// One group, one transaction: records of one tenant are charged in order, each against what the
+/// previous left; and a record the database refuses (its request id already has a record) is written
+/// alone and refused alone, while the rest of its group is recorded.
+#[tokio::test]
+async fn a_group_is_charged_in_order_and_one_bad_record_spoils_nothing() {
+    let app = spawn_app().await;
+    let tenant = "grouped";
+    let tenant_id = common::grant(&app.db, tenant, "0.001").await;
+    let key_id: uuid::Uuid = sqlx::query_scalar("SELECT id FROM api_keys LIMIT 1").fetch_one(&app.db).await.unwrap();
+    let d = |s: &str| s.parse::<Decimal>().unwrap();
+    let record = |request_id: &str, cost: &str| CostRecord {
+        request_id: request_id.into(),
+        tenant_id,
+        api_key_id: key_id,
+        model: MODEL.into(),
+        endpoint: "chat.completions",
+        input_tokens: 1,
+        output_tokens: 1,
+        cost: d(cost),
+        status: "succeeded",
+        http_status: 200,
+        error_code: None,
+        latency_ms: 1,
+    };
+    let settled = costs::settle(&app.db, &[record("g-1", "0.0006"), record("g-2", "0.0006")]).await.unwrap();
+    assert_eq!((settled[0].charged, settled[0].shortfall), (d("0.0006"), Decimal::ZERO));
+    assert_eq!((settled[1].charged, settled[1].shortfall), (d("0.0004"), d("0.0002")), "the second gets what the first left");
+
+    let writer = runaii_gateway::billing::writer::LedgerWriter::start(app.db.clone());
+    let (a, again, b) =
+        tokio::join!(writer.settle(record("g-3", "0")), writer.settle(record("g-1", "0")), writer.settle(record("g-4", "0")));
+    assert!(a.is_ok() && b.is_ok(), "{a:?} {b:?}");
+    assert!(again.is_err(), "a second record for g-1 is refused");
+    let ids: Vec<String> = sqlx::query_scalar("SELECT request_id FROM cost_records WHERE tenant_id = $1 ORDER BY request_id")
+        .bind(tenant_id)
+        .fetch_all(&app.db)
+        .await
+        .unwrap();
+    assert_eq!(ids, ["g-1", "g-2", "g-3", "g-4"]);
 }

@@ -27,7 +27,7 @@ async fn announced_worker_serves_and_drops_out_when_it_dies() {
     let app = spawn_app().await;
     let model = format!("announced-{}", uuid::Uuid::now_v7().simple());
     let price = |s: &str| s.parse().unwrap();
-    common::upsert_model(&app.db, &model, (price("0.1"), price("0.3")), None).await;
+    app.upsert_model(&model, (price("0.1"), price("0.3")), None).await;
     assert!(!is_ready(&app.base, &model).await);
     let worker = start_worker(&["--model-id", &model, "--announce-redis-url", "redis://127.0.0.1:6379"]);
     let deadline = Instant::now() + Duration::from_secs(10);

@@ -86,7 +86,7 @@ async fn a_worker_that_dies_is_not_named_to_the_customer() {
     let worker = start_worker(&["--model-id", &model]);
     let port = worker.url.rsplit(':').next().unwrap().to_owned();
     let price = |s: &str| s.parse().unwrap();
-    common::upsert_model(&app.db, &model, (price("0.1"), price("0.3")), None).await;
+    app.upsert_model(&model, (price("0.1"), price("0.3")), None).await;
     configure_worker(&app, &model, &worker.url).await;
     let mut req = invoice_request();
     req["model"] = json!(model);
@@ -162,7 +162,7 @@ async fn an_answer_about_one_request_does_not_take_the_worker_out() {
     let app = spawn_app_with(|s| s.probe_ms = 3_600_000).await;
     let (url, calls) = worker_failing_once().await;
     let price = |s: &str| s.parse().unwrap();
-    common::upsert_model(&app.db, "stand-in", (price("0.1"), price("0.3")), None).await;
+    app.upsert_model("stand-in", (price("0.1"), price("0.3")), None).await;
     configure_worker(&app, "stand-in", &url).await;
     let req = json!({"model": "stand-in", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4});
     let (status, body, _) = app.post_json("/v1/chat/completions", &req).await;
@@ -361,7 +361,7 @@ async fn a_client_that_stops_reading_is_cut_and_billed_for_what_it_got() {
     let chunks = 2000;
     let url = worker_streaming_fast("firehose", chunks).await;
     let price = |s: &str| s.parse().unwrap();
-    common::upsert_model(&app.db, "firehose", (price("0.1"), price("0.3")), None).await;
+    app.upsert_model("firehose", (price("0.1"), price("0.3")), None).await;
     configure_worker(&app, "firehose", &url).await;
 
     let body =
@@ -443,7 +443,7 @@ async fn a_worker_that_goes_silent_mid_answer_is_cut_at_the_idle_limit() {
     .await;
     let url = worker_going_silent("silent").await;
     let price = |s: &str| s.parse().unwrap();
-    common::upsert_model(&app.db, "silent", (price("0.1"), price("0.3")), None).await;
+    app.upsert_model("silent", (price("0.1"), price("0.3")), None).await;
     configure_worker(&app, "silent", &url).await;
 
     // Streamed: the client gets one clean error event, soon.

@@ -140,8 +140,12 @@ pub(super) async fn update(
     Ok(Json(probed(&state, entry).await))
 }
 
-/// Picks up new worker URLs now rather than at the next probe.
+/// This replica serves the change from its next request (the others hear of it within milliseconds,
+/// see `changes.rs`), and picks up new worker URLs now rather than at the next probe.
 async fn probed(state: &AppState, entry: CatalogEntry) -> CatalogEntry {
+    if let Err(e) = state.catalog.reload(&state.db).await {
+        tracing::warn!(error = %e, "catalog not reloaded after a change; the listener will");
+    }
     state.registry.probe().await;
     entry
 }

@@ -342,5 +342,10 @@ pub(super) async fn deny_model(
 async fn set_access(state: &AppState, claims: &Claims, id: Uuid, model: &str, allow: bool) -> Result<Json<ModelAccess>, ApiError> {
     // A private model is another tenant's business (its weights, its price): only an unconfined admin grants it.
     claims.require_unconfined(Role::Admin)?;
-    Ok(Json(ops::access::set(&state.db, actor(claims), id, model, allow).await?))
+    let access = ops::access::set(&state.db, actor(claims), id, model, allow).await?;
+    // This replica serves the change from its next request; the others hear of it (`changes.rs`).
+    if let Err(e) = state.catalog.reload(&state.db).await {
+        tracing::warn!(error = %e, "catalog not reloaded after a change; the listener will");
+    }
+    Ok(Json(access))
 }

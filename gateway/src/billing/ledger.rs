@@ -4,10 +4,10 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use rust_decimal::Decimal;
-use sqlx::PgPool;
+use tracing::Instrument as _;
 
 use crate::auth::Caller;
-use crate::db::costs::{self, CostRecord};
+use crate::db::costs::CostRecord;
 use crate::db::models::ModelRow;
 use crate::error::ApiError;
 use crate::ratelimit::Limiter;
@@ -55,7 +55,8 @@ pub fn usage_tokens(usage: &serde_json::Value, key: &str) -> u32 {
 /// Everything about a request the ledger needs besides its outcome.
 #[derive(Debug, Clone)]
 pub struct Ledger {
-    pub db: PgPool,
+    /// The replica's group-committing ledger writer.
+    pub writer: super::writer::LedgerWriter,
     pub request_id: String,
     pub caller: Caller,
     pub model: ModelRow,
@@ -121,7 +122,8 @@ impl Ledger {
             error_code,
             latency_ms: u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX),
         };
-        let settled = costs::settle(&self.db, &record).await.map_err(|e| {
+        let span = tracing::info_span!("cost record", status = record.status);
+        let settled = self.writer.settle(record.clone()).instrument(span).await.map_err(|e| {
             tracing::error!(request_id = %self.request_id, error = %e, "cost record not written");
             ApiError::LedgerUnavailable
         })?;

@@ -3,6 +3,7 @@
 mod ledger;
 pub(crate) mod pricing;
 mod reserve;
+pub mod writer;
 
 pub use ledger::{usage_tokens, Ledger, Outcome};
 pub use pricing::{cost, json_with_cost};

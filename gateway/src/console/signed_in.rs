@@ -1,8 +1,8 @@
 //! Who a console request acts for. Every request re-checks the session's credential with the API's own
 //! code — the `Caller` extractor for an API key, the `Claims` extractor for an admin JWT — on a request
 //! built to carry it, so the console accepts exactly what the API accepts, when the API accepts it: a
-//! revoked key stops working within the key cache's lifetime, an expired token at once, and the session
-//! ends with them.
+//! revoked key stops working as soon as the key cache hears of it, an expired token at once, and the
+//! session ends with them.
 
 use axum::extract::FromRequestParts;
 use axum::http::header::{AUTHORIZATION, COOKIE};

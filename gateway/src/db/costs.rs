@@ -1,6 +1,9 @@
 //! Cost records: one per request, append-only, keyed by request id. Writing one also settles the
 //! request's credit hold and charges the tenant, in the same transaction; a cost the tenant cannot cover
-//! is recorded with a shortfall, never dropped.
+//! is recorded with a shortfall, never dropped. Records are written in groups (`billing::writer`), one
+//! transaction per group.
+
+use std::collections::HashMap;
 
 use rust_decimal::Decimal;
 use sqlx::PgPool;
@@ -32,62 +35,108 @@ pub struct Settled {
     pub shortfall: Decimal,
 }
 
-/// Inserts the record, releases the request's hold, charges the tenant and writes the charge to the credit
-/// ledger, in one transaction. The charge is the cost, or when the cost is more than the hold plus what is
-/// otherwise available (the hold was not a bound after all), all of that: the record keeps the full cost
-/// and the difference as `shortfall`, for finance to see, instead of the no-overdraw check refusing it and
-/// the record being lost.
+/// Settles a group of records in one transaction (one WAL flush for all of them): for each, inserts the
+/// record, releases the request's hold, charges the tenant and writes the charge to the credit ledger.
+/// The charge is the cost, or when the cost is more than the hold plus what is otherwise available (the
+/// hold was not a bound after all), all of that: the record keeps the full cost and the difference as
+/// `shortfall`, for finance to see, instead of the no-overdraw check refusing it and the record being
+/// lost. Records of one tenant are charged in the order given, each against what the previous left.
 ///
-/// Locks are taken in the order every other writer takes them (the hold row, then the tenant row), so a
+/// Locks are taken in the order every other writer takes them (hold rows, then tenant rows by id), so a
 /// concurrent release of stale holds waits rather than deadlocks.
 ///
 /// # Errors
-/// Database errors, including a second record for the same request id (unique violation).
-#[tracing::instrument(name = "cost record", skip_all, fields(status = %r.status))]
-pub async fn settle(db: &PgPool, r: &CostRecord) -> Result<Settled, sqlx::Error> {
+/// Database errors, including a second record for the same request id (unique violation): then nothing
+/// of the group is written.
+#[tracing::instrument(name = "ledger commit", skip_all, fields(records = records.len()))]
+pub async fn settle(db: &PgPool, records: &[CostRecord]) -> Result<Vec<Settled>, sqlx::Error> {
     let mut tx = db.begin().await?;
-    let hold: Decimal = sqlx::query_scalar("DELETE FROM credit_holds WHERE request_id = $1 RETURNING amount")
-        .bind(&r.request_id)
-        .fetch_optional(&mut *tx)
-        .await?
-        .unwrap_or(Decimal::ZERO);
-    // `reserved` still counts this request's hold: it is released below, in the same update as the charge.
-    let (balance, reserved): (Decimal, Decimal) = sqlx::query_as("SELECT balance, reserved FROM tenants WHERE id = $1 FOR UPDATE")
-        .bind(r.tenant_id)
-        .fetch_optional(&mut *tx)
-        .await?
-        .ok_or(sqlx::Error::RowNotFound)?;
-    let settled = charge(r.cost, balance - reserved + hold);
-    sqlx::query(
-        "WITH record AS (
-             INSERT INTO cost_records (request_id, tenant_id, api_key_id, model, endpoint, input_tokens, output_tokens,
-                                       cost, shortfall, status, http_status, error_code, latency_ms)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
-             RETURNING request_id),
-         tenant AS (
-             UPDATE tenants SET balance = balance - $14, reserved = reserved - $15 WHERE id = $2 RETURNING id)
-         INSERT INTO credit_ledger (tenant_id, kind, amount, request_id)
-         SELECT $2, 'charge', -$14, request_id FROM record, tenant WHERE $14 > 0",
+    let request_ids: Vec<&str> = records.iter().map(|r| r.request_id.as_str()).collect();
+    let holds: HashMap<String, Decimal> =
+        sqlx::query_as("DELETE FROM credit_holds WHERE request_id = ANY($1) RETURNING request_id, amount")
+            .bind(&request_ids)
+            .fetch_all(&mut *tx)
+            .await?
+            .into_iter()
+            .collect();
+    let mut tenant_ids: Vec<Uuid> = records.iter().map(|r| r.tenant_id).collect();
+    tenant_ids.sort_unstable();
+    tenant_ids.dedup();
+    // `reserved` still counts these requests' holds: they are released below, with the charges.
+    let mut money: HashMap<Uuid, (Decimal, Decimal)> = sqlx::query_as::<_, (Uuid, Decimal, Decimal)>(
+        "SELECT id, balance, reserved FROM tenants WHERE id = ANY($1) ORDER BY id FOR UPDATE",
     )
-    .bind(&r.request_id)
-    .bind(r.tenant_id)
-    .bind(r.api_key_id)
-    .bind(&r.model)
-    .bind(r.endpoint)
-    .bind(i32::try_from(r.input_tokens).unwrap_or(i32::MAX))
-    .bind(i32::try_from(r.output_tokens).unwrap_or(i32::MAX))
-    .bind(r.cost)
-    .bind(settled.shortfall)
-    .bind(r.status)
-    .bind(i32::from(r.http_status))
-    .bind(&r.error_code)
-    .bind(i32::try_from(r.latency_ms).unwrap_or(i32::MAX))
-    .bind(settled.charged)
-    .bind(hold)
+    .bind(&tenant_ids)
+    .fetch_all(&mut *tx)
+    .await?
+    .into_iter()
+    .map(|(id, balance, reserved)| (id, (balance, reserved)))
+    .collect();
+    let mut settled = Vec::with_capacity(records.len());
+    let mut per_tenant: HashMap<Uuid, (Decimal, Decimal)> = HashMap::new();
+    for r in records {
+        let (balance, reserved) = money.get_mut(&r.tenant_id).ok_or(sqlx::Error::RowNotFound)?;
+        let hold = holds.get(&r.request_id).copied().unwrap_or(Decimal::ZERO);
+        let s = charge(r.cost, *balance - *reserved + hold);
+        *balance -= s.charged;
+        *reserved -= hold;
+        let totals = per_tenant.entry(r.tenant_id).or_default();
+        totals.0 += s.charged;
+        totals.1 += hold;
+        settled.push(s);
+    }
+    insert_records(&mut tx, records, &settled).await?;
+    let (ids, (charged, released)): (Vec<Uuid>, (Vec<Decimal>, Vec<Decimal>)) = per_tenant.into_iter().unzip();
+    sqlx::query(
+        "UPDATE tenants SET balance = balance - d.charged, reserved = reserved - d.released
+         FROM UNNEST($1::uuid[], $2::numeric[], $3::numeric[]) AS d(id, charged, released) WHERE tenants.id = d.id",
+    )
+    .bind(&ids)
+    .bind(&charged)
+    .bind(&released)
     .execute(&mut *tx)
     .await?;
+    let charges: Vec<(&CostRecord, Decimal)> =
+        records.iter().zip(&settled).filter(|(_, s)| s.charged > Decimal::ZERO).map(|(r, s)| (r, s.charged)).collect();
+    if !charges.is_empty() {
+        sqlx::query(
+            "INSERT INTO credit_ledger (tenant_id, kind, amount, request_id)
+             SELECT tenant_id, 'charge', -amount, request_id FROM UNNEST($1::uuid[], $2::numeric[], $3::text[]) AS c(tenant_id, amount, request_id)",
+        )
+        .bind(charges.iter().map(|(r, _)| r.tenant_id).collect::<Vec<_>>())
+        .bind(charges.iter().map(|(_, c)| *c).collect::<Vec<_>>())
+        .bind(charges.iter().map(|(r, _)| r.request_id.as_str()).collect::<Vec<_>>())
+        .execute(&mut *tx)
+        .await?;
+    }
     tx.commit().await?;
     Ok(settled)
+}
+
+async fn insert_records(tx: &mut sqlx::PgConnection, records: &[CostRecord], settled: &[Settled]) -> Result<(), sqlx::Error> {
+    let column = |f: &dyn Fn(&CostRecord) -> i32| records.iter().map(f).collect::<Vec<i32>>();
+    sqlx::query(
+        "INSERT INTO cost_records (request_id, tenant_id, api_key_id, model, endpoint, input_tokens, output_tokens,
+                                   cost, shortfall, status, http_status, error_code, latency_ms)
+         SELECT * FROM UNNEST($1::text[], $2::uuid[], $3::uuid[], $4::text[], $5::text[], $6::int4[], $7::int4[],
+                              $8::numeric[], $9::numeric[], $10::text[], $11::int4[], $12::text[], $13::int4[])",
+    )
+    .bind(records.iter().map(|r| r.request_id.as_str()).collect::<Vec<_>>())
+    .bind(records.iter().map(|r| r.tenant_id).collect::<Vec<_>>())
+    .bind(records.iter().map(|r| r.api_key_id).collect::<Vec<_>>())
+    .bind(records.iter().map(|r| r.model.as_str()).collect::<Vec<_>>())
+    .bind(records.iter().map(|r| r.endpoint).collect::<Vec<_>>())
+    .bind(column(&|r| i32::try_from(r.input_tokens).unwrap_or(i32::MAX)))
+    .bind(column(&|r| i32::try_from(r.output_tokens).unwrap_or(i32::MAX)))
+    .bind(records.iter().map(|r| r.cost).collect::<Vec<_>>())
+    .bind(settled.iter().map(|s| s.shortfall).collect::<Vec<_>>())
+    .bind(records.iter().map(|r| r.status).collect::<Vec<_>>())
+    .bind(column(&|r| i32::from(r.http_status)))
+    .bind(records.iter().map(|r| r.error_code.as_deref()).collect::<Vec<_>>())
+    .bind(column(&|r| i32::try_from(r.latency_ms).unwrap_or(i32::MAX)))
+    .execute(tx)
+    .await?;
+    Ok(())
 }
 
 /// The cost, or all that is available when that is less.

@@ -6,6 +6,7 @@ pub mod credits;
 pub mod idempotency;
 pub mod keys;
 pub mod models;
+pub mod notify;
 pub mod outcomes;
 pub mod replicas;
 pub mod reports;

@@ -22,35 +22,20 @@ pub struct ModelRow {
 const COLUMNS: &str = "id, owned_by, context_length, input_price_per_mtok, output_price_per_mtok,
                        supports_structured_outputs, supports_tools, schema_in_prompt, public, created_at";
 
-/// Enabled models the tenant may use (public ones, and private ones granted to it); without a tenant,
-/// public ones only.
+/// Every enabled model (the in-memory catalog's source: `crate::catalog`).
 ///
 /// # Errors
 /// Database errors.
-pub async fn list_visible(db: &PgPool, tenant: Option<Uuid>) -> Result<Vec<ModelRow>, sqlx::Error> {
-    sqlx::query_as(&format!(
-        "SELECT {COLUMNS} FROM models m WHERE enabled
-           AND (public OR EXISTS (SELECT 1 FROM model_access a WHERE a.model_id = m.id AND a.tenant_id = $1))
-         ORDER BY id"
-    ))
-    .bind(tenant)
-    .fetch_all(db)
-    .await
+pub async fn list_enabled(db: &PgPool) -> Result<Vec<ModelRow>, sqlx::Error> {
+    sqlx::query_as(&format!("SELECT {COLUMNS} FROM models WHERE enabled ORDER BY id")).fetch_all(db).await
 }
 
-/// One enabled model, if the tenant may use it (see [`list_visible`]).
+/// Every (tenant, model) pair granted access to a private model.
 ///
 /// # Errors
 /// Database errors.
-pub async fn find_visible(db: &PgPool, id: &str, tenant: Option<Uuid>) -> Result<Option<ModelRow>, sqlx::Error> {
-    sqlx::query_as(&format!(
-        "SELECT {COLUMNS} FROM models m WHERE enabled AND id = $1
-           AND (public OR EXISTS (SELECT 1 FROM model_access a WHERE a.model_id = m.id AND a.tenant_id = $2))"
-    ))
-    .bind(id)
-    .bind(tenant)
-    .fetch_optional(db)
-    .await
+pub async fn all_access(db: &PgPool) -> Result<Vec<(Uuid, String)>, sqlx::Error> {
+    sqlx::query_as("SELECT tenant_id, model_id FROM model_access").fetch_all(db).await
 }
 
 /// A catalog entry as ops see it: every field, enabled or not, and its configured workers.

@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 use crate::auth::Caller;
 use crate::billing::{worst_case_cost, Ledger};
 use crate::db::credits;
-use crate::db::models::{self, ModelRow};
+use crate::db::models::ModelRow;
 use crate::error::ApiError;
 use crate::state::AppState;
 use crate::structured;
@@ -37,9 +37,7 @@ pub async fn prepare(
     request_id: String,
 ) -> Result<Prepared, ApiError> {
     let request: ChatCompletionRequest = serde_json::from_value(body.clone()).map_err(|e| ApiError::InvalidJson(e.to_string()))?;
-    let model = models::find_visible(&state.db, &request.model, Some(caller.tenant_id))
-        .await?
-        .ok_or(ApiError::ModelNotFound(request.model.clone()))?;
+    let model = state.catalog.find_visible(&request.model, Some(caller.tenant_id)).ok_or(ApiError::ModelNotFound(request.model.clone()))?;
     if let Err((error, reason)) = structured::check_request_schemas(&body, model.context_length) {
         crate::metrics::global().schema_refusals.add(&[reason], 1);
         return Err(error);
@@ -58,7 +56,7 @@ pub async fn prepare(
     hold_worst_case(state, &caller, &model, &body, &request_id).await?;
     // From here every outcome has a cost record under this id: whatever answer goes out names it.
     let ledger = Ledger {
-        db: state.db.clone(),
+        writer: state.ledger.clone(),
         request_id,
         caller,
         model,

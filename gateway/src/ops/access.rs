@@ -6,7 +6,7 @@ use utoipa::ToSchema;
 use uuid::Uuid;
 
 use super::{audit, Actor, OpError};
-use crate::db::models;
+use crate::db::{models, notify};
 
 /// Whether a tenant may use a private model, and whether this call changed it.
 #[derive(Debug, Clone, Serialize, ToSchema)]
@@ -28,6 +28,7 @@ pub async fn set(db: &sqlx::PgPool, actor: Actor<'_>, tenant: Uuid, model: &str,
         let state = |allowed: bool| Some(json!({"tenant_id": tenant, "model": model, "allowed": allowed}));
         let action = if allow { "model_access.grant" } else { "model_access.revoke" };
         audit(&mut tx, actor, action, ("tenant", tenant.to_string()), state(!allow), state(allow)).await?;
+        notify::catalog_changed(&mut tx).await?;
     }
     tx.commit().await?;
     Ok(ModelAccess { tenant_id: tenant, model: model.to_owned(), allowed: allow, changed })

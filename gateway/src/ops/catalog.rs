@@ -7,6 +7,7 @@ use utoipa::ToSchema;
 
 use super::{audit, snapshot, Actor, OpError};
 use crate::db::models::{self, CatalogEntry, ModelChange};
+use crate::db::notify;
 
 /// A new catalog model (`POST /admin/v1/models`): `id`, `context_length` and both prices are required;
 /// the rest take the column defaults. Fields this API does not know are ignored.
@@ -112,6 +113,7 @@ async fn write(db: &sqlx::PgPool, actor: Actor<'_>, id: &str, change: &ModelChan
     let after = models::catalog(&mut tx, Some(id)).await?.pop().ok_or_else(|| OpError::ModelNotFound(id.to_owned()))?;
     let action = if create { "model.create" } else { "model.update" };
     audit(&mut tx, actor, action, ("model", id.to_owned()), before.as_ref().and_then(snapshot), snapshot(&after)).await?;
+    notify::catalog_changed(&mut tx).await?;
     tx.commit().await?;
     Ok(after)
 }

@@ -9,6 +9,7 @@ use uuid::Uuid;
 use super::{audit, snapshot, Actor, OpError};
 use crate::auth;
 use crate::db::keys::{self, KeyInfo, NewKey};
+use crate::db::notify;
 
 /// A new key's label, expiry and limits (requests and tokens per minute, positive).
 #[derive(Debug, Default, Deserialize, ToSchema)]
@@ -67,6 +68,7 @@ pub async fn update(db: &sqlx::PgPool, actor: Actor<'_>, key: Uuid, update: &Key
     let before = in_scope(&mut tx, key, scope).await?;
     let after = keys::update(&mut tx, key, update.expires_at, update.rpm_limit, update.tpm_limit).await?.ok_or_else(|| not_found(key))?;
     audit(&mut tx, actor, "key.update", ("api_key", key.to_string()), snapshot(&before), snapshot(&after)).await?;
+    notify::key_changed(&mut tx, &after.public_id).await?;
     tx.commit().await?;
     Ok(after)
 }
@@ -81,6 +83,7 @@ pub async fn revoke(db: &sqlx::PgPool, actor: Actor<'_>, key: Uuid, scope: Optio
     let before = in_scope(&mut tx, key, scope).await?;
     let after = keys::revoke(&mut tx, key).await?.ok_or_else(|| not_found(key))?;
     audit(&mut tx, actor, "key.revoke", ("api_key", key.to_string()), snapshot(&before), snapshot(&after)).await?;
+    notify::key_changed(&mut tx, &after.public_id).await?;
     tx.commit().await?;
     Ok(after)
 }

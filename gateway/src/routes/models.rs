@@ -8,7 +8,7 @@ use utoipa::ToSchema;
 
 use crate::apidoc::errors::{Unauthorized, Unavailable};
 use crate::auth::MaybeCaller;
-use crate::db::models::{self, ModelRow};
+use crate::db::models::ModelRow;
 use crate::error::ApiError;
 use crate::extract::Path;
 use crate::shapes::{DecimalString, ListObject, Usd};
@@ -101,7 +101,7 @@ pub enum BooleanType {
     )
 )]
 pub(super) async fn list(State(state): State<AppState>, MaybeCaller(caller): MaybeCaller) -> Result<Json<ModelList>, ApiError> {
-    let rows = models::list_visible(&state.db, caller.map(|c| c.tenant_id)).await?;
+    let rows = state.catalog.list_visible(caller.map(|c| c.tenant_id));
     let ready = state.registry.ready_models().await;
     let data = rows.iter().map(|m| Model::of(m, ready.contains(&m.id))).collect();
     Ok(Json(ModelList { object: ListObject::List, data }))
@@ -131,7 +131,7 @@ pub(super) async fn retrieve(
     MaybeCaller(caller): MaybeCaller,
     Path(id): Path<String>,
 ) -> Result<Json<Model>, ApiError> {
-    let row = models::find_visible(&state.db, &id, caller.map(|c| c.tenant_id)).await?.ok_or(ApiError::ModelNotFound(id))?;
+    let row = state.catalog.find_visible(&id, caller.map(|c| c.tenant_id)).ok_or(ApiError::ModelNotFound(id))?;
     let ready = !state.registry.ready(&row.id).await.is_empty();
     Ok(Json(Model::of(&row, ready)))
 }

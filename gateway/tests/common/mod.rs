@@ -47,6 +47,7 @@ pub struct TestApp {
     pub tenant_id: uuid::Uuid,
     /// The private metrics listener, when the test configured one.
     pub metrics_base: Option<String>,
+    database_url: String,
 }
 
 /// The admin JWT secret of test gateways.
@@ -114,13 +115,23 @@ pub async fn spawn_app_on(server: &str, configure: impl FnOnce(&mut Settings)) -
     let key = create_key(&db, &tenant).await;
     let tenant_id = grant(&db, &tenant, TEST_CREDIT).await;
 
-    let mut settings = test_settings(url);
+    let mut settings = test_settings(url.clone());
     configure(&mut settings);
     let app = Application::build(settings).await.unwrap();
     let base = format!("http://127.0.0.1:{}", app.port().unwrap());
     let metrics_base = app.metrics_port().map(|p| format!("http://127.0.0.1:{p}"));
     tokio::spawn(app.run());
-    TestApp { base, db, key, tenant, tenant_id, metrics_base }
+    TestApp { base, db, key, tenant, tenant_id, metrics_base, database_url: url }
+}
+
+/// Another gateway replica on the same database (and Redis, and worker); its base URL.
+pub async fn spawn_replica(app: &TestApp, configure: impl FnOnce(&mut Settings)) -> String {
+    let mut settings = test_settings(app.database_url.clone());
+    configure(&mut settings);
+    let replica = Application::build(settings).await.unwrap();
+    let base = format!("http://127.0.0.1:{}", replica.port().unwrap());
+    tokio::spawn(replica.run());
+    base
 }
 
 /// Test binaries run one after another: the first test of each drops the databases earlier runs left.
@@ -150,6 +161,26 @@ pub async fn upsert_model(db: &PgPool, id: &str, (input, output): (rust_decimal:
         ..ModelChange::default()
     };
     ops::catalog::upsert(db, TEST_ACTOR, id, change, worker).await.unwrap();
+}
+
+impl TestApp {
+    /// Adds or changes a catalog model as [`upsert_model`] does (as the command line would, from outside
+    /// this replica), then waits until the gateway serves it with the new input price: changes reach a
+    /// replica through Postgres notifications, within milliseconds.
+    pub async fn upsert_model(&self, id: &str, (input, output): (rust_decimal::Decimal, rust_decimal::Decimal), worker: Option<&str>) {
+        upsert_model(&self.db, id, (input, output), worker).await;
+        let url = format!("{}/v1/models/{}", self.base, id.replace('/', "%2F"));
+        let want = input.normalize().to_string();
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        loop {
+            let model: Value = reqwest::get(&url).await.unwrap().json().await.unwrap_or_default();
+            if model["pricing"]["input_per_million_tokens"] == want.as_str() {
+                return;
+            }
+            assert!(std::time::Instant::now() < deadline, "the gateway did not see model {id} change within 5 s: {model}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
 }
 
 pub async fn create_key(db: &PgPool, tenant: &str) -> String {

@@ -3,8 +3,8 @@
 //!
 //! A key is its tenant's credential, so whoever signs in with one manages the tenant's keys, as an admin
 //! token confined to the tenant may. The changes are `ops::keys`' (validated, audited in their transaction,
-//! scoped to the tenant), with the acting key (`key:rk-<public_id>`) as the actor. Revoking the key the session uses ends the session
-//! within the key cache's lifetime.
+//! scoped to the tenant), with the acting key (`key:rk-<public_id>`) as the actor. Revoking the key the
+//! session uses ends the session at its next page.
 
 use axum::extract::State;
 use axum::http::StatusCode;

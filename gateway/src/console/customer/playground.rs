@@ -19,7 +19,6 @@ use crate::console::signed_in::{Customer, SignedIn};
 use crate::console::ui::format::money;
 use crate::console::ui::layout::{self, csrf, Section};
 use crate::console::Console;
-use crate::db::models;
 use crate::error::ApiError;
 use crate::inference::{self, chat::Chat};
 use crate::ratelimit::Admission;
@@ -111,7 +110,7 @@ async fn page(
     ask: &Ask,
     result: Option<Result<Answered, ConsoleError>>,
 ) -> Result<Markup, ConsoleError> {
-    let models = models::list_visible(&console.app.db, Some(customer.caller.tenant_id)).await?;
+    let models = console.app.catalog.list_visible(Some(customer.caller.tenant_id));
     Ok(html! {
         form.stack.playground method="post" action="/console/playground" data-busy="Running…" {
             (csrf(signed))
