@@ -288,6 +288,7 @@ runaii is up: gateway http://$gateway_addr -> worker http://$worker_addr ($model
   REDIS_URL=$REDIS_URL
   logs: .data/gateway.log, .data/worker.log
   admin API: curl -H "Authorization: Bearer \$(cat .data/demo-admin-token)" http://$gateway_addr/admin/v1/tenants
+  console:   http://$gateway_addr/console  (sign in with the key in .data/demo-api-key, or as staff with .data/demo-admin-token)
   balance:   curl -H "Authorization: Bearer \$(cat .data/demo-api-key)" http://$gateway_addr/v1/account
 
 Try it (from $root):

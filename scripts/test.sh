@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Runs every test: installs build tools if missing, fetches the embedded model, builds, tests; then the
 # official-SDK tests (tests/sdk, Python, in a virtualenv at ~/.cache/runaii/venv) against a private
-# gateway + worker stack. Arguments go to `cargo test`.
+# gateway + worker stack; then the console's browser tests (tests/console: Debian's Chromium, installed
+# with apt when missing, driven by Playwright from a virtualenv at ~/.cache/runaii/venv-console).
+# Arguments go to `cargo test`.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 cd "$root"
@@ -45,3 +47,17 @@ ensure_venv "$venv" tests/sdk/requirements.txt
 venv0="${RUNAII_VENV_ANTHROPIC0:-$HOME/.cache/runaii/venv-anthropic0}"
 ensure_venv "$venv0" tests/sdk/requirements-anthropic-0x.txt
 "$venv0/bin/python" -m pytest -q tests/sdk/test_anthropic.py
+
+# The web console in a real headless browser: Debian's Chromium (Playwright never downloads one here),
+# driven by Playwright for Python, against another private stack. Screenshots of every main page go to
+# ~/.cache/runaii/console-screenshots/<time> (the run prints the folder).
+if [ ! -x "${RUNAII_CHROMIUM:-/usr/bin/chromium}" ]; then
+  echo "installing chromium (for the console's browser tests)"
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq chromium >/dev/null
+fi
+venv_console="${RUNAII_VENV_CONSOLE:-$HOME/.cache/runaii/venv-console}"
+ensure_venv "$venv_console" tests/console/requirements.txt
+"$venv_console/bin/python" -m pytest -q tests/console

@@ -74,7 +74,9 @@ impl Application {
             });
         }
         let (tasks, leases) = (self.state.tasks.clone(), std::sync::Arc::clone(&self.state.leases));
-        axum::serve(self.listener.tap_io(no_delay), routes::router(self.state, crate::openapi::router()))
+        // Routes other modules own, under the public listener's layers: the OpenAPI document, the console.
+        let service = crate::openapi::router().merge(crate::console::router(&self.state));
+        axum::serve(self.listener.tap_io(no_delay), routes::router(self.state, service))
             .with_graceful_shutdown(runaii_wire::shutdown::signal())
             .await?;
         // The HTTP exchanges have ended; work that outlived them (a client that left a stream or a whole

@@ -1,7 +1,8 @@
 //! runaii gateway: the stateless, authenticated, metered front of the runaii workers. The parts and the
 //! rules between them are drawn in `docs/architecture.md`.
 //!
-//! `routes` (the public API's thin handlers) and `admin` (the JWT-guarded admin API's) call the services:
+//! `routes` (the public API's thin handlers), `admin` (the JWT-guarded admin API's) and `console` (the web
+//! console at `/console`, HTML for customers and staff) call the services:
 //! `inference` (one driver for every dialect — chat completions, Responses, Messages — that checks,
 //! routes, meters and records; the dialects translate), `ops` (changes to tenants, keys, credit and the
 //! catalog, each validated and audited in its transaction; the command line calls them too),
@@ -19,6 +20,7 @@ pub mod billing;
 pub mod catalog;
 pub mod changes;
 pub mod config;
+pub mod console;
 pub mod db;
 pub mod error;
 pub mod extract;

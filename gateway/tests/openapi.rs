@@ -457,7 +457,8 @@ async fn fuzz_findings_stay_fixed() {
         .body(json!({"name": "a\u{0}b"}))
         .expect(&app, &spec, 400)
         .await;
-    Call::new(M::GET, "/v1/models/{id}", "/v1/models/a%00b", Auth::None).expect(&app, &spec, 400).await;
+    // The catalog is held in memory: an id with NUL (which Postgres text cannot hold) is simply unknown.
+    Call::new(M::GET, "/v1/models/{id}", "/v1/models/a%00b", Auth::None).expect(&app, &spec, 404).await;
     let mut chat = tiny_chat();
     chat["model"] = json!("a\u{0}b");
     Call::new(M::POST, "/v1/chat/completions", "/v1/chat/completions", Auth::Bearer(&app.key)).body(chat).expect(&app, &spec, 400).await;

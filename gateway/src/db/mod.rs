@@ -8,9 +8,11 @@ pub mod keys;
 pub mod leases;
 pub mod models;
 pub mod notify;
+pub mod outcomes;
 pub mod replicas;
 pub mod reports;
 pub mod tenants;
+pub mod usage;
 
 use std::time::Duration;
 

@@ -47,8 +47,12 @@ pub struct CreatedKey {
 }
 
 /// # Errors
-/// [`OpError::NotFound`] for an unknown tenant, [`OpError::Conflict`] for a limit that is not positive.
+/// [`OpError::Invalid`] for a name over 200 characters, [`OpError::NotFound`] for an unknown tenant,
+/// [`OpError::Conflict`] for a limit that is not positive.
 pub async fn create(db: &sqlx::PgPool, actor: Actor<'_>, tenant: Uuid, spec: &KeySpec) -> Result<CreatedKey, OpError> {
+    if spec.name.chars().count() > 200 {
+        return Err(OpError::invalid("name must be at most 200 characters", "name"));
+    }
     let (key, public_id, hash) = auth::generate();
     let mut tx = db.begin().await?;
     let new = NewKey { name: &spec.name, expires_at: spec.expires_at, rpm_limit: spec.rpm_limit, tpm_limit: spec.tpm_limit };
