@@ -15,14 +15,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         match arg.as_str() {
-            "--tools" => {
-                tools = args
-                    .next()
-                    .unwrap_or_default()
-                    .split(',')
-                    .map(str::to_owned)
-                    .collect()
-            }
+            "--tools" => tools = args.next().unwrap_or_default().split(',').map(str::to_owned).collect(),
             "--calls" => calls_file = args.next(),
             other => return Err(format!("unknown argument {other}").into()),
         }
@@ -48,27 +41,22 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 "serverInfo": {"name": "runaii-mcp-fixture", "version": "0.1.0"}
             })),
             "ping" => Ok(json!({})),
-            "tools/list" => {
-                Ok(json!({"tools": tools.iter().map(|t| definition(t)).collect::<Vec<_>>()}))
-            }
+            "tools/list" => Ok(json!({"tools": tools.iter().map(|t| definition(t)).collect::<Vec<_>>()})),
             "tools/call" => {
                 let name = params["name"].as_str().unwrap_or("").to_owned();
                 let arguments = params.get("arguments").cloned().unwrap_or(json!({}));
                 if let Some(path) = &calls_file {
-                    let mut file = std::fs::OpenOptions::new()
-                        .create(true)
-                        .append(true)
-                        .open(path)?;
+                    let mut file = std::fs::OpenOptions::new().create(true).append(true).open(path)?;
                     writeln!(file, "{name} {arguments}")?;
                 }
                 calls += 1;
                 match name.as_str() {
-                    "count" if tools.contains(&name) => Ok(
-                        json!({"content": [{"type": "text", "text": format!("call {calls}")}], "isError": false}),
-                    ),
-                    "fail" if tools.contains(&name) => Ok(
-                        json!({"content": [{"type": "text", "text": "the disk is on fire"}], "isError": true}),
-                    ),
+                    "count" if tools.contains(&name) => {
+                        Ok(json!({"content": [{"type": "text", "text": format!("call {calls}")}], "isError": false}))
+                    }
+                    "fail" if tools.contains(&name) => {
+                        Ok(json!({"content": [{"type": "text", "text": "the disk is on fire"}], "isError": true}))
+                    }
                     _ => Err((-32602, format!("unknown tool {name}"))),
                 }
             }

@@ -79,9 +79,7 @@ pub async fn turn(
 ) -> Result<Answer, CliError> {
     let mut rounds = 0;
     loop {
-        let choice = (rounds == 0 || options.keep_tool_choice)
-            .then_some(options.tool_choice.as_ref())
-            .flatten();
+        let choice = (rounds == 0 || options.keep_tool_choice).then_some(options.tool_choice.as_ref()).flatten();
         let request = ChatRequest {
             model,
             messages,
@@ -93,33 +91,21 @@ pub async fn turn(
             response_format: options.constraint.response_format(),
             grammar: options.constraint.grammar(),
             tools: toolbox.definitions(),
-            tool_choice: choice
-                .filter(|_| !toolbox.is_empty())
-                .map(ToolChoice::to_json),
-            parallel_tool_calls: (options.one_call_per_answer && !toolbox.is_empty())
-                .then_some(false),
+            tool_choice: choice.filter(|_| !toolbox.is_empty()).map(ToolChoice::to_json),
+            parallel_tool_calls: (options.one_call_per_answer && !toolbox.is_empty()).then_some(false),
         };
         let answer = ask(gateway, &request, options.stream, stdout).await?;
         if let Some(usage) = answer.usage {
             spend.add(usage.prompt_tokens, usage.completion_tokens, usage.cost);
             if options.verbose {
-                let cost = usage.cost.map_or_else(
-                    || "no cost given".to_owned(),
-                    |c| format!("cost {} USD", c.normalize()),
-                );
-                eprintln!(
-                    "[usage] {}: {} prompt + {} completion tokens, {cost}",
-                    answer.id, usage.prompt_tokens, usage.completion_tokens
-                );
+                let cost = usage.cost.map_or_else(|| "no cost given".to_owned(), |c| format!("cost {} USD", c.normalize()));
+                eprintln!("[usage] {}: {} prompt + {} completion tokens, {cost}", answer.id, usage.prompt_tokens, usage.completion_tokens);
             }
         }
         // Kept even when cut: in a chat, the transcript holds what the user saw.
         messages.push(Message::assistant(&answer));
         if answer.was_cut() {
-            let limit = options.max_tokens.map_or_else(
-                || answer.usage.map_or(0, |u| u.completion_tokens),
-                u64::from,
-            );
+            let limit = options.max_tokens.map_or_else(|| answer.usage.map_or(0, |u| u.completion_tokens), u64::from);
             return Err(CliError::Cut { limit });
         }
         if answer.tool_calls.is_empty() {
@@ -129,15 +115,8 @@ pub async fn turn(
             return Err(CliError::ToolRounds(options.max_tool_rounds));
         }
         for call in &answer.tool_calls {
-            let result = toolbox
-                .call(&call.function.name, &call.function.arguments)
-                .await;
-            eprintln!(
-                "[tool] {}({}) -> {} bytes",
-                call.function.name,
-                shown_arguments(&call.function.arguments),
-                result.len()
-            );
+            let result = toolbox.call(&call.function.name, &call.function.arguments).await;
+            eprintln!("[tool] {}({}) -> {} bytes", call.function.name, shown_arguments(&call.function.arguments), result.len());
             messages.push(Message::tool(&call.id, result));
         }
         rounds += 1;
@@ -145,12 +124,7 @@ pub async fn turn(
 }
 
 /// One request, with a spinner until the first token (or the whole answer).
-async fn ask(
-    gateway: &Gateway,
-    request: &ChatRequest<'_>,
-    stream: bool,
-    stdout: &mut Stdout,
-) -> Result<Answer, CliError> {
+async fn ask(gateway: &Gateway, request: &ChatRequest<'_>, stream: bool, stdout: &mut Stdout) -> Result<Answer, CliError> {
     let mut spinner = Spinner::start(&format!("waiting for {}", request.model));
     let answer = if stream {
         completion::streamed(gateway, request, &mut |text| {
@@ -167,8 +141,7 @@ async fn ask(
 
 /// The arguments on one line, compact, at most 200 characters.
 fn shown_arguments(arguments: &str) -> String {
-    let compact = serde_json::from_str::<Value>(arguments)
-        .map_or_else(|_| arguments.to_owned(), |v| v.to_string());
+    let compact = serde_json::from_str::<Value>(arguments).map_or_else(|_| arguments.to_owned(), |v| v.to_string());
     if compact.chars().count() <= 200 {
         return compact;
     }
@@ -184,14 +157,8 @@ mod tests {
     #[test]
     fn tool_choices() {
         assert_eq!(ToolChoice::parse("required").to_json(), json!("required"));
-        assert_eq!(
-            ToolChoice::parse("count").to_json(),
-            json!({"type": "function", "function": {"name": "count"}})
-        );
-        assert_eq!(
-            shown_arguments("{\n  \"city\": \"Paris\"\n}"),
-            r#"{"city":"Paris"}"#
-        );
+        assert_eq!(ToolChoice::parse("count").to_json(), json!({"type": "function", "function": {"name": "count"}}));
+        assert_eq!(shown_arguments("{\n  \"city\": \"Paris\"\n}"), r#"{"city":"Paris"}"#);
         assert_eq!(shown_arguments(&"x".repeat(300)).chars().count(), 200);
     }
 }

@@ -5,12 +5,7 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 #[derive(Debug, Parser)]
-#[command(
-    name = "runaii",
-    version,
-    about = "Structured output, chat and MCP tools against a runaii gateway",
-    max_term_width = 100
-)]
+#[command(name = "runaii", version, about = "Structured output, chat and MCP tools against a runaii gateway", max_term_width = 100)]
 pub struct Cli {
     #[command(flatten)]
     pub connection: Connection,
@@ -31,12 +26,7 @@ pub struct Connection {
     #[arg(long, env = "RUNAII_API_KEY", hide_env_values = true, global = true)]
     pub api_key: Option<String>,
     /// An admin API token (a JWT), for `keys` and the recent requests of `usage`
-    #[arg(
-        long,
-        env = "RUNAII_ADMIN_TOKEN",
-        hide_env_values = true,
-        global = true
-    )]
+    #[arg(long, env = "RUNAII_ADMIN_TOKEN", hide_env_values = true, global = true)]
     pub admin_token: Option<String>,
     /// The config file [default: ~/.config/runaii/config.toml]
     #[arg(long, env = "RUNAII_CONFIG", global = true)]
@@ -204,16 +194,7 @@ mod tests {
 
     #[test]
     fn a_schema_and_a_grammar_are_refused_together() {
-        let both = Cli::try_parse_from([
-            "runaii",
-            "run",
-            "m",
-            "p",
-            "--json-schema",
-            "{}",
-            "--grammar",
-            "g.gbnf",
-        ]);
+        let both = Cli::try_parse_from(["runaii", "run", "m", "p", "--json-schema", "{}", "--grammar", "g.gbnf"]);
         assert!(both.is_err_and(|e| e.kind() == clap::error::ErrorKind::ArgumentConflict));
     }
 }

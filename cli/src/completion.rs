@@ -25,12 +25,7 @@ pub struct Message {
 
 impl Message {
     fn new(role: &'static str, content: Option<String>) -> Self {
-        Self {
-            role,
-            content,
-            tool_calls: Vec::new(),
-            tool_call_id: None,
-        }
+        Self { role, content, tool_calls: Vec::new(), tool_call_id: None }
     }
 
     #[must_use]
@@ -46,20 +41,13 @@ impl Message {
     /// The model's turn as it answered: its text (null when it only called tools) and its calls.
     #[must_use]
     pub fn assistant(answer: &Answer) -> Self {
-        let content = (!answer.content.is_empty() || answer.tool_calls.is_empty())
-            .then(|| answer.content.clone());
-        Self {
-            tool_calls: answer.tool_calls.clone(),
-            ..Self::new("assistant", content)
-        }
+        let content = (!answer.content.is_empty() || answer.tool_calls.is_empty()).then(|| answer.content.clone());
+        Self { tool_calls: answer.tool_calls.clone(), ..Self::new("assistant", content) }
     }
 
     #[must_use]
     pub fn tool(call_id: &str, result: String) -> Self {
-        Self {
-            tool_call_id: Some(call_id.to_owned()),
-            ..Self::new("tool", Some(result))
-        }
+        Self { tool_call_id: Some(call_id.to_owned()), ..Self::new("tool", Some(result)) }
     }
 }
 
@@ -166,14 +154,8 @@ struct Reply {
 /// # Errors
 /// The gateway's refusal, a transport failure, an answer without a choice.
 pub async fn whole(gateway: &Gateway, request: &ChatRequest<'_>) -> Result<Answer, GatewayError> {
-    let completion: Completion = gateway
-        .post("/v1/chat/completions", request, crate::http::Auth::Key)
-        .await?;
-    let choice = completion
-        .choices
-        .into_iter()
-        .next()
-        .ok_or_else(|| GatewayError::Protocol("the answer has no choices".into()))?;
+    let completion: Completion = gateway.post("/v1/chat/completions", request, crate::http::Auth::Key).await?;
+    let choice = completion.choices.into_iter().next().ok_or_else(|| GatewayError::Protocol("the answer has no choices".into()))?;
     Ok(Answer {
         id: completion.id,
         content: choice.message.content.unwrap_or_default(),
@@ -226,11 +208,7 @@ struct FunctionDelta {
 ///
 /// # Errors
 /// As [`whole`], an error event in the stream, or a stream that ends before `[DONE]`.
-pub async fn streamed(
-    gateway: &Gateway,
-    request: &ChatRequest<'_>,
-    on_text: &mut dyn FnMut(&str),
-) -> Result<Answer, GatewayError> {
+pub async fn streamed(gateway: &Gateway, request: &ChatRequest<'_>, on_text: &mut dyn FnMut(&str)) -> Result<Answer, GatewayError> {
     let response = gateway.post_raw("/v1/chat/completions", request).await?;
     let mut bytes = response.bytes_stream();
     let mut parser = SseParser::default();
@@ -241,28 +219,16 @@ pub async fn streamed(
             if data.trim() == "[DONE]" {
                 return Ok(answer);
             }
-            let chunk: Chunk = serde_json::from_str(&data)
-                .map_err(|e| GatewayError::Protocol(format!("{e}: {data}")))?;
+            let chunk: Chunk = serde_json::from_str(&data).map_err(|e| GatewayError::Protocol(format!("{e}: {data}")))?;
             apply(&mut answer, chunk, on_text)?;
         }
     }
-    Err(GatewayError::Transport(
-        "the stream ended before [DONE]".into(),
-    ))
+    Err(GatewayError::Transport("the stream ended before [DONE]".into()))
 }
 
-fn apply(
-    answer: &mut Answer,
-    chunk: Chunk,
-    on_text: &mut dyn FnMut(&str),
-) -> Result<(), GatewayError> {
+fn apply(answer: &mut Answer, chunk: Chunk, on_text: &mut dyn FnMut(&str)) -> Result<(), GatewayError> {
     if let Some(error) = chunk.error {
-        return Err(GatewayError::Status(StatusError {
-            status: 502,
-            code: error.code,
-            param: error.param,
-            message: error.message,
-        }));
+        return Err(GatewayError::Status(StatusError { status: 502, code: error.code, param: error.param, message: error.message }));
     }
     if answer.id.is_empty() {
         answer.id = chunk.id;
@@ -280,10 +246,7 @@ fn apply(
                 answer.tool_calls.push(ToolCall {
                     id: String::new(),
                     kind: function(),
-                    function: FunctionCall {
-                        name: String::new(),
-                        arguments: String::new(),
-                    },
+                    function: FunctionCall { name: String::new(), arguments: String::new() },
                 });
             }
             let slot = &mut answer.tool_calls[call.index];
@@ -292,9 +255,7 @@ fn apply(
             }
             if let Some(f) = call.function {
                 slot.function.name.push_str(&f.name.unwrap_or_default());
-                slot.function
-                    .arguments
-                    .push_str(&f.arguments.unwrap_or_default());
+                slot.function.arguments.push_str(&f.arguments.unwrap_or_default());
             }
         }
         if choice.finish_reason.is_some() {
@@ -326,23 +287,9 @@ mod tests {
             r#"{"id":"chatcmpl-1","choices":[{"index":0,"delta":{"content":":1}"},"finish_reason":"length"}],"usage":null}"#,
             r#"{"id":"chatcmpl-1","choices":[],"usage":{"prompt_tokens":3,"completion_tokens":4,"total_tokens":7,"cost":0.0000015}}"#,
         ]);
-        assert_eq!(
-            (
-                answer.id.as_str(),
-                answer.content.as_str(),
-                printed.as_str()
-            ),
-            ("chatcmpl-1", r#"{"a":1}"#, r#"{"a":1}"#)
-        );
+        assert_eq!((answer.id.as_str(), answer.content.as_str(), printed.as_str()), ("chatcmpl-1", r#"{"a":1}"#, r#"{"a":1}"#));
         assert!(answer.was_cut());
-        assert_eq!(
-            answer
-                .usage
-                .and_then(|u| u.cost)
-                .map(|c| c.to_string())
-                .as_deref(),
-            Some("0.0000015")
-        );
+        assert_eq!(answer.usage.and_then(|u| u.cost).map(|c| c.to_string()).as_deref(), Some("0.0000015"));
     }
 
     #[test]
@@ -354,28 +301,18 @@ mod tests {
         ]);
         assert!(printed.is_empty());
         assert_eq!(answer.tool_calls.len(), 1);
-        assert_eq!(
-            (
-                answer.tool_calls[0].id.as_str(),
-                answer.tool_calls[0].function.name.as_str()
-            ),
-            ("call_1", "count")
-        );
+        assert_eq!((answer.tool_calls[0].id.as_str(), answer.tool_calls[0].function.name.as_str()), ("call_1", "count"));
         assert_eq!(answer.tool_calls[0].function.arguments, r#"{"n":1}"#);
         let message = serde_json::to_value(Message::assistant(&answer)).unwrap_or_default();
-        assert!(
-            message.get("content").is_none() && message["tool_calls"][0]["type"] == "function",
-            "{message}"
-        );
+        assert!(message.get("content").is_none() && message["tool_calls"][0]["type"] == "function", "{message}");
     }
 
     #[test]
     fn an_error_event_fails_the_stream() {
         let mut answer = Answer::default();
-        let chunk: Chunk = serde_json::from_str(r#"{"error":{"message":"worker died","type":"server_error","param":null,"code":"upstream_error"}}"#)
-            .unwrap();
-        assert!(
-            matches!(apply(&mut answer, chunk, &mut |_| {}), Err(GatewayError::Status(s)) if s.status == 502)
-        );
+        let chunk: Chunk =
+            serde_json::from_str(r#"{"error":{"message":"worker died","type":"server_error","param":null,"code":"upstream_error"}}"#)
+                .unwrap();
+        assert!(matches!(apply(&mut answer, chunk, &mut |_| {}), Err(GatewayError::Status(s)) if s.status == 502));
     }
 }

@@ -21,10 +21,7 @@ const QUICKSTART_ADMIN_TOKEN: &str = ".data/demo-admin-token";
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     #[error("cannot read {path}: {source}")]
-    Read {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    Read { path: PathBuf, source: std::io::Error },
     #[error("{path} is not a valid config file: {message}")]
     Parse { path: PathBuf, message: String },
     #[error("{what} {path} is empty")]
@@ -104,18 +101,8 @@ pub struct Resolved {
 /// An explicitly named config file that is missing, a file that does not parse, an unreadable key file.
 pub fn resolve(flags: &Connection) -> Result<Resolved, ConfigError> {
     let file = load(flags.config.as_deref())?;
-    let base_url = flags
-        .base_url
-        .clone()
-        .or(file.base_url)
-        .unwrap_or_else(|| DEFAULT_BASE_URL.to_owned());
-    let api_key = secret(
-        flags.api_key.as_deref(),
-        file.api_key.as_deref(),
-        file.api_key_file.as_deref(),
-        QUICKSTART_KEY,
-        "api_key_file",
-    )?;
+    let base_url = flags.base_url.clone().or(file.base_url).unwrap_or_else(|| DEFAULT_BASE_URL.to_owned());
+    let api_key = secret(flags.api_key.as_deref(), file.api_key.as_deref(), file.api_key_file.as_deref(), QUICKSTART_KEY, "api_key_file")?;
     let admin_token = secret(
         flags.admin_token.as_deref(),
         file.admin_token.as_deref(),
@@ -123,18 +110,8 @@ pub fn resolve(flags: &Connection) -> Result<Resolved, ConfigError> {
         QUICKSTART_ADMIN_TOKEN,
         "admin_token_file",
     )?;
-    let mcp_servers = file
-        .mcp
-        .servers
-        .into_iter()
-        .map(|(name, server)| server_spec(name, server))
-        .collect::<Result<_, _>>()?;
-    Ok(Resolved {
-        base_url: normalize_base(&base_url),
-        api_key,
-        admin_token,
-        mcp_servers,
-    })
+    let mcp_servers = file.mcp.servers.into_iter().map(|(name, server)| server_spec(name, server)).collect::<Result<_, _>>()?;
+    Ok(Resolved { base_url: normalize_base(&base_url), api_key, admin_token, mcp_servers })
 }
 
 /// `--mcp 'command args'` as a server named after its position and program.
@@ -142,45 +119,22 @@ pub fn resolve(flags: &Connection) -> Result<Resolved, ConfigError> {
 /// # Errors
 /// Bad quoting.
 pub fn flag_server(position: usize, spec: &str) -> Result<ServerSpec, ConfigError> {
-    let mut words = quoting::split(spec).map_err(|source| ConfigError::McpQuoting {
-        spec: spec.to_owned(),
-        source,
-    })?;
+    let mut words = quoting::split(spec).map_err(|source| ConfigError::McpQuoting { spec: spec.to_owned(), source })?;
     let program = words.remove(0);
-    let name = format!(
-        "--mcp #{position} ({})",
-        Path::new(&program)
-            .file_name()
-            .map_or(program.clone(), |n| n.to_string_lossy().into_owned())
-    );
-    Ok(ServerSpec {
-        name,
-        program,
-        args: words,
-        env: Vec::new(),
-        cwd: None,
-    })
+    let name =
+        format!("--mcp #{position} ({})", Path::new(&program).file_name().map_or(program.clone(), |n| n.to_string_lossy().into_owned()));
+    Ok(ServerSpec { name, program, args: words, env: Vec::new(), cwd: None })
 }
 
 fn server_spec(name: String, server: ServerConfig) -> Result<ServerSpec, ConfigError> {
     let (program, args) = if server.args.is_empty() {
-        let mut words =
-            quoting::split(&server.command).map_err(|source| ConfigError::ServerQuoting {
-                name: name.clone(),
-                source,
-            })?;
+        let mut words = quoting::split(&server.command).map_err(|source| ConfigError::ServerQuoting { name: name.clone(), source })?;
         let program = words.remove(0);
         (program, words)
     } else {
         (server.command, server.args)
     };
-    Ok(ServerSpec {
-        name,
-        program,
-        args,
-        env: server.env.into_iter().collect(),
-        cwd: server.cwd,
-    })
+    Ok(ServerSpec { name, program, args, env: server.env.into_iter().collect(), cwd: server.cwd })
 }
 
 fn load(explicit: Option<&Path>) -> Result<FileConfig, ConfigError> {
@@ -193,15 +147,10 @@ fn load(explicit: Option<&Path>) -> Result<FileConfig, ConfigError> {
     };
     let text = match std::fs::read_to_string(&path) {
         Ok(text) => text,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound && !required => {
-            return Ok(FileConfig::default())
-        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && !required => return Ok(FileConfig::default()),
         Err(source) => return Err(ConfigError::Read { path, source }),
     };
-    toml::from_str(&text).map_err(|e| ConfigError::Parse {
-        path,
-        message: e.to_string(),
-    })
+    toml::from_str(&text).map_err(|e| ConfigError::Parse { path, message: e.to_string() })
 }
 
 fn default_path() -> Option<PathBuf> {
@@ -224,29 +173,16 @@ fn secret(
         return Ok(Some(s));
     }
     if let Some(path) = file {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
-            path: path.to_owned(),
-            source,
-        })?;
-        return Secret::new(&text)
-            .map(Some)
-            .ok_or_else(|| ConfigError::EmptySecret {
-                what,
-                path: path.to_owned(),
-            });
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.to_owned(), source })?;
+        return Secret::new(&text).map(Some).ok_or_else(|| ConfigError::EmptySecret { what, path: path.to_owned() });
     }
-    Ok(find_upwards(quickstart)
-        .and_then(|path| std::fs::read_to_string(path).ok())
-        .and_then(|text| Secret::new(&text)))
+    Ok(find_upwards(quickstart).and_then(|path| std::fs::read_to_string(path).ok()).and_then(|text| Secret::new(&text)))
 }
 
 /// `relative` in the current directory or the nearest parent that has it.
 fn find_upwards(relative: &str) -> Option<PathBuf> {
     let start = std::env::current_dir().ok()?;
-    start
-        .ancestors()
-        .map(|dir| dir.join(relative))
-        .find(|path| path.is_file())
+    start.ancestors().map(|dir| dir.join(relative)).find(|path| path.is_file())
 }
 
 /// `http://host:8080/`, `http://host:8080/v1` and `http://host:8080` name the same gateway.
@@ -262,12 +198,7 @@ mod tests {
 
     #[test]
     fn base_urls_with_or_without_v1_are_the_same_gateway() {
-        for url in [
-            "http://127.0.0.1:8080",
-            "http://127.0.0.1:8080/",
-            "http://127.0.0.1:8080/v1",
-            "http://127.0.0.1:8080/v1/",
-        ] {
+        for url in ["http://127.0.0.1:8080", "http://127.0.0.1:8080/", "http://127.0.0.1:8080/v1", "http://127.0.0.1:8080/v1/"] {
             assert_eq!(normalize_base(url), "http://127.0.0.1:8080", "{url}");
         }
     }
@@ -287,40 +218,18 @@ mod tests {
             "#,
         )
         .unwrap();
-        let specs: Vec<ServerSpec> = config
-            .mcp
-            .servers
-            .into_iter()
-            .map(|(n, s)| server_spec(n, s))
-            .collect::<Result<_, _>>()
-            .unwrap();
-        assert_eq!(
-            (
-                specs[0].name.as_str(),
-                specs[0].program.as_str(),
-                specs[0].args.len()
-            ),
-            ("fs", "npx", 3)
-        );
+        let specs: Vec<ServerSpec> = config.mcp.servers.into_iter().map(|(n, s)| server_spec(n, s)).collect::<Result<_, _>>().unwrap();
+        assert_eq!((specs[0].name.as_str(), specs[0].program.as_str(), specs[0].args.len()), ("fs", "npx", 3));
         assert_eq!(specs[0].env, [("DEBUG".to_owned(), "1".to_owned())]);
-        assert_eq!(
-            (specs[1].program.as_str(), specs[1].args.as_slice()),
-            ("python3", &["my dir/weather.py".to_owned()][..])
-        );
-        assert!(
-            toml::from_str::<FileConfig>("api_kee = 'x'").is_err(),
-            "a misspelt field is an error, not ignored"
-        );
+        assert_eq!((specs[1].program.as_str(), specs[1].args.as_slice()), ("python3", &["my dir/weather.py".to_owned()][..]));
+        assert!(toml::from_str::<FileConfig>("api_kee = 'x'").is_err(), "a misspelt field is an error, not ignored");
     }
 
     #[test]
     fn flag_servers_are_named_by_position_and_program() {
         let spec = flag_server(2, "/usr/bin/python3 -u s.py").unwrap();
         assert_eq!(spec.name, "--mcp #2 (python3)");
-        assert!(matches!(
-            flag_server(1, "python3 'oops"),
-            Err(ConfigError::McpQuoting { .. })
-        ));
+        assert!(matches!(flag_server(1, "python3 'oops"), Err(ConfigError::McpQuoting { .. })));
     }
 
     #[test]

@@ -27,19 +27,13 @@ impl Constraint {
     /// An unreadable file, a schema that is not a JSON object, an empty grammar.
     pub fn from_flags(json_schema: Option<&str>, grammar: Option<&Path>) -> Result<Self, CliError> {
         match (json_schema, grammar) {
-            (Some(_), Some(_)) => Err(CliError::Usage(
-                "--json-schema and --grammar cannot be used together".into(),
-            )),
+            (Some(_), Some(_)) => Err(CliError::Usage("--json-schema and --grammar cannot be used together".into())),
             (Some(source), None) => schema(source),
             (None, Some(path)) => {
-                let text = std::fs::read_to_string(path).map_err(|e| {
-                    CliError::Usage(format!("cannot read the grammar {}: {e}", path.display()))
-                })?;
+                let text = std::fs::read_to_string(path)
+                    .map_err(|e| CliError::Usage(format!("cannot read the grammar {}: {e}", path.display())))?;
                 if text.trim().is_empty() {
-                    return Err(CliError::Usage(format!(
-                        "the grammar {} is empty",
-                        path.display()
-                    )));
+                    return Err(CliError::Usage(format!("the grammar {} is empty", path.display())));
                 }
                 Ok(Self::Grammar(text))
             }
@@ -72,15 +66,11 @@ impl Constraint {
             return Ok(content);
         };
         let text = content.trim();
-        let value: Value = serde_json::from_str(text)
-            .map_err(|e| CliError::InvalidAnswer(format!("not JSON ({e})")))?;
+        let value: Value = serde_json::from_str(text).map_err(|e| CliError::InvalidAnswer(format!("not JSON ({e})")))?;
         // The gateway compiled this schema before it answered; one this validator cannot build is left to it.
         if let Ok(validator) = jsonschema::validator_for(schema) {
             if let Some(error) = validator.iter_errors(&value).next() {
-                return Err(CliError::InvalidAnswer(format!(
-                    "{error} at {}",
-                    error.instance_path()
-                )));
+                return Err(CliError::InvalidAnswer(format!("{error} at {}", error.instance_path())));
             }
         }
         Ok(text)
@@ -93,15 +83,10 @@ fn schema(source: &str) -> Result<Constraint, CliError> {
         (source.to_owned(), None)
     } else {
         let path = Path::new(source);
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| CliError::Usage(format!("cannot read the schema {source}: {e}")))?;
-        (
-            text,
-            path.file_stem().map(|s| s.to_string_lossy().into_owned()),
-        )
+        let text = std::fs::read_to_string(path).map_err(|e| CliError::Usage(format!("cannot read the schema {source}: {e}")))?;
+        (text, path.file_stem().map(|s| s.to_string_lossy().into_owned()))
     };
-    let schema: Value = serde_json::from_str(&text)
-        .map_err(|e| CliError::Usage(format!("the schema is not valid JSON: {e}")))?;
+    let schema: Value = serde_json::from_str(&text).map_err(|e| CliError::Usage(format!("the schema is not valid JSON: {e}")))?;
     if !schema.is_object() {
         return Err(CliError::Usage("the schema must be a JSON object".into()));
     }
@@ -111,12 +96,7 @@ fn schema(source: &str) -> Result<Constraint, CliError> {
 
 /// The file's stem in the characters OpenAI allows (`[a-zA-Z0-9_-]`, at most 64), or `answer`.
 fn schema_name(stem: Option<&str>) -> String {
-    let name: String = stem
-        .unwrap_or("")
-        .chars()
-        .filter(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == '-')
-        .take(64)
-        .collect();
+    let name: String = stem.unwrap_or("").chars().filter(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == '-').take(64).collect();
     if name.is_empty() {
         "answer".into()
     } else {
@@ -130,53 +110,21 @@ mod tests {
 
     #[test]
     fn inline_schemas_and_files() {
-        let c = Constraint::from_flags(
-            Some(r#"{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]}"#),
-            None,
-        )
-        .unwrap();
+        let c = Constraint::from_flags(Some(r#"{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]}"#), None).unwrap();
         let format = c.response_format().cloned().unwrap_or_default();
-        assert_eq!(
-            (
-                format["json_schema"]["name"].as_str(),
-                format["json_schema"]["strict"].as_bool()
-            ),
-            (Some("answer"), Some(true))
-        );
-        assert!(matches!(
-            Constraint::from_flags(Some("{nope"), None),
-            Err(CliError::Usage(_))
-        ));
-        assert!(matches!(
-            Constraint::from_flags(Some("/nonexistent/s.json"), None),
-            Err(CliError::Usage(_))
-        ));
-        assert!(
-            matches!(
-                Constraint::from_flags(Some("[1]"), None),
-                Err(CliError::Usage(_))
-            ),
-            "a path that does not exist"
-        );
+        assert_eq!((format["json_schema"]["name"].as_str(), format["json_schema"]["strict"].as_bool()), (Some("answer"), Some(true)));
+        assert!(matches!(Constraint::from_flags(Some("{nope"), None), Err(CliError::Usage(_))));
+        assert!(matches!(Constraint::from_flags(Some("/nonexistent/s.json"), None), Err(CliError::Usage(_))));
+        assert!(matches!(Constraint::from_flags(Some("[1]"), None), Err(CliError::Usage(_))), "a path that does not exist");
         assert_eq!(schema_name(Some("my invoice.v2")), "myinvoicev2");
     }
 
     #[test]
     fn an_answer_must_validate() {
-        let c = Constraint::from_flags(
-            Some(r#"{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]}"#),
-            None,
-        )
-        .unwrap();
+        let c = Constraint::from_flags(Some(r#"{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]}"#), None).unwrap();
         assert_eq!(c.check(" {\"n\": 3}\n").ok(), Some("{\"n\": 3}"));
-        assert!(matches!(
-            c.check("{\"n\": \"three\"}"),
-            Err(CliError::InvalidAnswer(_))
-        ));
-        assert!(matches!(
-            c.check("{\"n\": 3"),
-            Err(CliError::InvalidAnswer(_))
-        ));
+        assert!(matches!(c.check("{\"n\": \"three\"}"), Err(CliError::InvalidAnswer(_))));
+        assert!(matches!(c.check("{\"n\": 3"), Err(CliError::InvalidAnswer(_))));
         assert_eq!(Constraint::None.check("free text").ok(), Some("free text"));
     }
 }

@@ -41,10 +41,7 @@ pub enum CliError {
     #[error("the model still calls tools after {0} rounds: stopped at --max-tool-rounds {0}")]
     ToolRounds(u32),
     #[error("{context}: {source}")]
-    Io {
-        context: String,
-        source: std::io::Error,
-    },
+    Io { context: String, source: std::io::Error },
 }
 
 impl CliError {
@@ -103,43 +100,20 @@ mod tests {
 
     #[test]
     fn every_failure_has_its_documented_status() {
-        assert_eq!(
-            status(400, Some("upstream_rejected"), Some("response_format")).exit_code(),
-            3
-        );
-        assert_eq!(
-            status(400, Some("schema_too_complex"), Some("tools")).exit_code(),
-            3
-        );
-        assert_eq!(
-            status(400, Some("invalid_request_error"), Some("response_format")).exit_code(),
-            3
-        );
-        assert_eq!(
-            status(400, Some("context_length_exceeded"), None).exit_code(),
-            7
-        );
+        assert_eq!(status(400, Some("upstream_rejected"), Some("response_format")).exit_code(), 3);
+        assert_eq!(status(400, Some("schema_too_complex"), Some("tools")).exit_code(), 3);
+        assert_eq!(status(400, Some("invalid_request_error"), Some("response_format")).exit_code(), 3);
+        assert_eq!(status(400, Some("context_length_exceeded"), None).exit_code(), 7);
         assert_eq!(status(404, Some("model_not_found"), None).exit_code(), 7);
         assert_eq!(status(401, Some("invalid_api_key"), None).exit_code(), 6);
-        assert_eq!(
-            status(402, Some("insufficient_credits"), None).exit_code(),
-            6
-        );
-        assert_eq!(
-            status(429, Some("rate_limit_exceeded"), None).exit_code(),
-            8
-        );
+        assert_eq!(status(402, Some("insufficient_credits"), None).exit_code(), 6);
+        assert_eq!(status(429, Some("rate_limit_exceeded"), None).exit_code(), 8);
         assert_eq!(status(503, Some("model_unavailable"), None).exit_code(), 8);
-        assert_eq!(
-            CliError::Gateway(GatewayError::Transport("refused".into())).exit_code(),
-            8
-        );
+        assert_eq!(CliError::Gateway(GatewayError::Transport("refused".into())).exit_code(), 8);
         assert_eq!(CliError::Cut { limit: 5 }.exit_code(), 4);
         assert_eq!(CliError::InvalidAnswer("x".into()).exit_code(), 5);
         assert_eq!(CliError::ToolRounds(8).exit_code(), 9);
         assert_eq!(CliError::Usage("x".into()).exit_code(), 2);
-        assert!(CliError::Cut { limit: 5 }
-            .to_string()
-            .starts_with("answer cut at max_tokens 5"));
+        assert!(CliError::Cut { limit: 5 }.to_string().starts_with("answer cut at max_tokens 5"));
     }
 }

@@ -50,12 +50,8 @@ impl StatusError {
     /// The gateway (or its engine) refused the schema or the grammar, rather than the rest of the request.
     #[must_use]
     pub fn is_schema_refusal(&self) -> bool {
-        let by_code = matches!(
-            self.code.as_deref(),
-            Some(
-                "upstream_rejected" | "schema_too_complex" | "grammar_rejected" | "invalid_schema"
-            )
-        );
+        let by_code =
+            matches!(self.code.as_deref(), Some("upstream_rejected" | "schema_too_complex" | "grammar_rejected" | "invalid_schema"));
         let by_param = matches!(self.param.as_deref(), Some("response_format" | "grammar"));
         self.status == 400 && (by_code || by_param)
     }
@@ -98,23 +94,14 @@ pub struct Gateway {
 impl Gateway {
     /// # Errors
     /// When the HTTP client cannot be built (no TLS backend).
-    pub fn new(
-        base: String,
-        key: Option<Secret>,
-        admin_token: Option<Secret>,
-    ) -> Result<Self, GatewayError> {
+    pub fn new(base: String, key: Option<Secret>, admin_token: Option<Secret>) -> Result<Self, GatewayError> {
         let client = reqwest::Client::builder()
             .connect_timeout(CONNECT_TIMEOUT)
             .read_timeout(READ_TIMEOUT)
             .user_agent(concat!("runaii-cli/", env!("CARGO_PKG_VERSION")))
             .build()
             .map_err(|e| GatewayError::Transport(chain(&e)))?;
-        Ok(Self {
-            client,
-            base,
-            key,
-            admin_token,
-        })
+        Ok(Self { client, base, key, admin_token })
     }
 
     #[must_use]
@@ -127,20 +114,11 @@ impl Gateway {
         self.admin_token.is_some()
     }
 
-    fn request(
-        &self,
-        method: reqwest::Method,
-        path: &str,
-        auth: Auth,
-    ) -> Result<reqwest::RequestBuilder, GatewayError> {
+    fn request(&self, method: reqwest::Method, path: &str, auth: Auth) -> Result<reqwest::RequestBuilder, GatewayError> {
         let secret = match auth {
             Auth::Key => Some(self.key.as_ref().ok_or(GatewayError::NoKey)?),
             Auth::KeyIfAny => self.key.as_ref(),
-            Auth::Admin => Some(
-                self.admin_token
-                    .as_ref()
-                    .ok_or(GatewayError::AdminTokenMissing)?,
-            ),
+            Auth::Admin => Some(self.admin_token.as_ref().ok_or(GatewayError::AdminTokenMissing)?),
         };
         let request = self.client.request(method, format!("{}{path}", self.base));
         Ok(match secret {
@@ -151,75 +129,36 @@ impl Gateway {
 
     /// # Errors
     /// As [`send`](Self::send), or an answer that is not the expected JSON.
-    pub async fn get<T: DeserializeOwned>(
-        &self,
-        path: &str,
-        auth: Auth,
-    ) -> Result<T, GatewayError> {
-        read_json(
-            self.send(self.request(reqwest::Method::GET, path, auth)?)
-                .await?,
-        )
-        .await
+    pub async fn get<T: DeserializeOwned>(&self, path: &str, auth: Auth) -> Result<T, GatewayError> {
+        read_json(self.send(self.request(reqwest::Method::GET, path, auth)?).await?).await
     }
 
     /// # Errors
     /// As [`get`](Self::get).
-    pub async fn post<B: Serialize + ?Sized, T: DeserializeOwned>(
-        &self,
-        path: &str,
-        body: &B,
-        auth: Auth,
-    ) -> Result<T, GatewayError> {
-        read_json(
-            self.send(self.request(reqwest::Method::POST, path, auth)?.json(body))
-                .await?,
-        )
-        .await
+    pub async fn post<B: Serialize + ?Sized, T: DeserializeOwned>(&self, path: &str, body: &B, auth: Auth) -> Result<T, GatewayError> {
+        read_json(self.send(self.request(reqwest::Method::POST, path, auth)?.json(body)).await?).await
     }
 
     /// # Errors
     /// As [`get`](Self::get).
-    pub async fn delete<T: DeserializeOwned>(
-        &self,
-        path: &str,
-        auth: Auth,
-    ) -> Result<T, GatewayError> {
-        read_json(
-            self.send(self.request(reqwest::Method::DELETE, path, auth)?)
-                .await?,
-        )
-        .await
+    pub async fn delete<T: DeserializeOwned>(&self, path: &str, auth: Auth) -> Result<T, GatewayError> {
+        read_json(self.send(self.request(reqwest::Method::DELETE, path, auth)?).await?).await
     }
 
     /// A POST whose 2xx answer the caller reads itself (a stream).
     ///
     /// # Errors
     /// As [`send`](Self::send).
-    pub async fn post_raw<B: Serialize + ?Sized>(
-        &self,
-        path: &str,
-        body: &B,
-    ) -> Result<reqwest::Response, GatewayError> {
-        self.send(
-            self.request(reqwest::Method::POST, path, Auth::Key)?
-                .json(body),
-        )
-        .await
+    pub async fn post_raw<B: Serialize + ?Sized>(&self, path: &str, body: &B) -> Result<reqwest::Response, GatewayError> {
+        self.send(self.request(reqwest::Method::POST, path, Auth::Key)?.json(body)).await
     }
 
     /// Sends the request; a non-2xx answer becomes [`GatewayError::Status`].
     ///
     /// # Errors
     /// No connection, a timeout, or a non-2xx status.
-    async fn send(
-        &self,
-        request: reqwest::RequestBuilder,
-    ) -> Result<reqwest::Response, GatewayError> {
-        let response = request
-            .send()
-            .await
-            .map_err(|e| GatewayError::Transport(chain(&e)))?;
+    async fn send(&self, request: reqwest::RequestBuilder) -> Result<reqwest::Response, GatewayError> {
+        let response = request.send().await.map_err(|e| GatewayError::Transport(chain(&e)))?;
         if response.status().is_success() {
             return Ok(response);
         }
@@ -228,30 +167,16 @@ impl Gateway {
 }
 
 async fn read_json<T: DeserializeOwned>(response: reqwest::Response) -> Result<T, GatewayError> {
-    let text = response
-        .text()
-        .await
-        .map_err(|e| GatewayError::Transport(chain(&e)))?;
-    serde_json::from_str(&text)
-        .map_err(|e| GatewayError::Protocol(format!("{e}: {}", excerpt(&text))))
+    let text = response.text().await.map_err(|e| GatewayError::Transport(chain(&e)))?;
+    serde_json::from_str(&text).map_err(|e| GatewayError::Protocol(format!("{e}: {}", excerpt(&text))))
 }
 
 async fn status_error(response: reqwest::Response) -> GatewayError {
     let status = response.status().as_u16();
     let text = response.text().await.unwrap_or_default();
     GatewayError::Status(match serde_json::from_str::<ErrorBody>(&text) {
-        Ok(ErrorBody { error }) => StatusError {
-            status,
-            code: error.code,
-            param: error.param,
-            message: error.message,
-        },
-        Err(_) => StatusError {
-            status,
-            code: None,
-            param: None,
-            message: excerpt(&text),
-        },
+        Ok(ErrorBody { error }) => StatusError { status, code: error.code, param: error.param, message: error.message },
+        Err(_) => StatusError { status, code: None, param: None, message: excerpt(&text) },
     })
 }
 

@@ -28,21 +28,13 @@ pub struct ServerSpec {
 #[derive(Debug, thiserror::Error)]
 pub enum ToolError {
     #[error("MCP server {server}: cannot start `{program}`: {source}")]
-    Spawn {
-        server: String,
-        program: String,
-        source: std::io::Error,
-    },
+    Spawn { server: String, program: String, source: std::io::Error },
     #[error("MCP server {server}: the MCP handshake failed: {message}")]
     Handshake { server: String, message: String },
     #[error("MCP server {server}: listing its tools failed: {message}")]
     List { server: String, message: String },
     #[error("tool `{tool}` is offered by both {first} and {second}; tool names must be unique")]
-    Duplicate {
-        tool: String,
-        first: String,
-        second: String,
-    },
+    Duplicate { tool: String, first: String, second: String },
 }
 
 struct Server {
@@ -62,9 +54,7 @@ pub struct Toolbox {
 
 impl std::fmt::Debug for Toolbox {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Toolbox")
-            .field("tools", &self.routes.keys().collect::<Vec<_>>())
-            .finish()
+        f.debug_struct("Toolbox").field("tools", &self.routes.keys().collect::<Vec<_>>()).finish()
     }
 }
 
@@ -103,11 +93,7 @@ impl Toolbox {
         for tool in &tools {
             if let Some(&other) = self.routes.get(tool.name.as_ref()) {
                 let first = self.servers[other].name.clone();
-                let e = ToolError::Duplicate {
-                    tool: tool.name.to_string(),
-                    first,
-                    second: server.name.clone(),
-                };
+                let e = ToolError::Duplicate { tool: tool.name.to_string(), first, second: server.name.clone() };
                 self.servers.push(server);
                 return Err(e);
             }
@@ -142,20 +128,11 @@ impl Toolbox {
         };
         let mut params = CallToolRequestParams::new(name.to_owned());
         params.arguments = Some(arguments);
-        match tokio::time::timeout(CALL_TIMEOUT, self.servers[index].client.call_tool(params)).await
-        {
-            Err(_) => format!(
-                "error: the tool did not answer within {} s",
-                CALL_TIMEOUT.as_secs()
-            ),
+        match tokio::time::timeout(CALL_TIMEOUT, self.servers[index].client.call_tool(params)).await {
+            Err(_) => format!("error: the tool did not answer within {} s", CALL_TIMEOUT.as_secs()),
             Ok(Err(e)) => format!("error: {e}"),
             Ok(Ok(result)) => {
-                let mut text = result
-                    .content
-                    .iter()
-                    .map(content_text)
-                    .collect::<Vec<_>>()
-                    .join("\n");
+                let mut text = result.content.iter().map(content_text).collect::<Vec<_>>().join("\n");
                 if text.is_empty() {
                     if let Some(structured) = &result.structured_content {
                         text = structured.to_string();
@@ -178,9 +155,7 @@ impl Toolbox {
 
 async fn start_one(spec: ServerSpec) -> Result<(Server, Vec<rmcp::model::Tool>), ToolError> {
     let mut command = tokio::process::Command::new(&spec.program);
-    command
-        .args(&spec.args)
-        .envs(spec.env.iter().map(|(k, v)| (k, v)));
+    command.args(&spec.args).envs(spec.env.iter().map(|(k, v)| (k, v)));
     if let Some(cwd) = &spec.cwd {
         command.current_dir(cwd);
     }
@@ -191,34 +166,18 @@ async fn start_one(spec: ServerSpec) -> Result<(Server, Vec<rmcp::model::Tool>),
     })?;
     let mut info = ClientConfig::default();
     info.client_info = Implementation::new("runaii", env!("CARGO_PKG_VERSION"));
-    let client = info
-        .serve(transport)
-        .await
-        .map_err(|e| ToolError::Handshake {
-            server: spec.name.clone(),
-            message: e.to_string(),
-        })?;
+    let client = info.serve(transport).await.map_err(|e| ToolError::Handshake { server: spec.name.clone(), message: e.to_string() })?;
     match client.list_all_tools().await {
-        Ok(tools) => Ok((
-            Server {
-                name: spec.name,
-                client,
-            },
-            tools,
-        )),
+        Ok(tools) => Ok((Server { name: spec.name, client }, tools)),
         Err(e) => {
             drop(client.cancel().await);
-            Err(ToolError::List {
-                server: spec.name,
-                message: e.to_string(),
-            })
+            Err(ToolError::List { server: spec.name, message: e.to_string() })
         }
     }
 }
 
 fn definition(tool: &rmcp::model::Tool) -> Value {
-    let mut function =
-        json!({"name": tool.name, "parameters": Value::Object((*tool.input_schema).clone())});
+    let mut function = json!({"name": tool.name, "parameters": Value::Object((*tool.input_schema).clone())});
     if let Some(description) = &tool.description {
         function["description"] = json!(description);
     }

@@ -20,9 +20,7 @@ pub fn exact<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<Decima
 
 fn parse(text: &str) -> Result<Decimal, String> {
     let text = text.trim().trim_matches('"');
-    Decimal::from_str(text)
-        .or_else(|_| Decimal::from_scientific(text))
-        .map_err(|e| format!("not a decimal cost: {text}: {e}"))
+    Decimal::from_str(text).or_else(|_| Decimal::from_scientific(text)).map_err(|e| format!("not a decimal cost: {text}: {e}"))
 }
 
 /// What requests have cost so far: tokens and USD, summed exactly.
@@ -84,19 +82,11 @@ mod tests {
     fn costs_keep_every_digit() {
         // 0.1 + 0.2 in f64 is 0.30000000000000004; twenty-eight significant digits survive here.
         assert_eq!(
-            cost(r#"{"cost": 0.0000123456789012345678901234}"#)
-                .map(|d| d.to_string())
-                .as_deref(),
+            cost(r#"{"cost": 0.0000123456789012345678901234}"#).map(|d| d.to_string()).as_deref(),
             Some("0.0000123456789012345678901234")
         );
-        assert_eq!(
-            cost(r#"{"cost": "0.00042"}"#),
-            Decimal::from_str("0.00042").ok()
-        );
-        assert_eq!(
-            cost(r#"{"cost": 1.5e-7}"#),
-            Decimal::from_str("0.00000015").ok()
-        );
+        assert_eq!(cost(r#"{"cost": "0.00042"}"#), Decimal::from_str("0.00042").ok());
+        assert_eq!(cost(r#"{"cost": 1.5e-7}"#), Decimal::from_str("0.00000015").ok());
         assert_eq!(cost(r#"{"cost": null}"#), None);
         assert_eq!(cost("{}"), None);
         assert!(serde_json::from_str::<Usage>(r#"{"cost": "free"}"#).is_err());
@@ -105,9 +95,6 @@ mod tests {
         spend.add(10, 5, Decimal::from_str("0.1").ok());
         spend.add(10, 5, Decimal::from_str("0.2").ok());
         assert_eq!(spend.cost.to_string(), "0.3");
-        assert_eq!(
-            spend.to_string(),
-            "2 requests, 20 prompt + 10 completion tokens, cost 0.3 USD"
-        );
+        assert_eq!(spend.to_string(), "2 requests, 20 prompt + 10 completion tokens, cost 0.3 USD");
     }
 }

@@ -11,9 +11,7 @@ pub struct Stdout {
 
 impl Default for Stdout {
     fn default() -> Self {
-        Self {
-            at_line_start: true,
-        }
+        Self { at_line_start: true }
     }
 }
 
@@ -60,12 +58,7 @@ pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
         for (i, cell) in row.iter().enumerate() {
             out.push_str(cell);
             if i < last {
-                let pad = widths
-                    .get(i)
-                    .copied()
-                    .unwrap_or(0)
-                    .saturating_sub(cell.chars().count())
-                    + 2;
+                let pad = widths.get(i).copied().unwrap_or(0).saturating_sub(cell.chars().count()) + 2;
                 out.push_str(&" ".repeat(pad));
             }
         }
@@ -86,13 +79,7 @@ mod tests {
 
     #[test]
     fn tables_line_up() {
-        let rows = vec![
-            vec!["smollm2".to_owned(), "yes".to_owned()],
-            vec!["a-much-longer-model".to_owned(), "no".to_owned()],
-        ];
-        assert_eq!(
-            table(&["MODEL", "READY"], &rows),
-            "MODEL                READY\nsmollm2              yes\na-much-longer-model  no\n"
-        );
+        let rows = vec![vec!["smollm2".to_owned(), "yes".to_owned()], vec!["a-much-longer-model".to_owned(), "no".to_owned()]];
+        assert_eq!(table(&["MODEL", "READY"], &rows), "MODEL                READY\nsmollm2              yes\na-much-longer-model  no\n");
     }
 }

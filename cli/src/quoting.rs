@@ -80,36 +80,18 @@ mod tests {
 
     #[test]
     fn splits_like_a_shell() {
-        assert_eq!(
-            ok("python3 weather_server.py"),
-            ["python3", "weather_server.py"]
-        );
-        assert_eq!(
-            ok("  npx   -y @mcp/server-filesystem . "),
-            ["npx", "-y", "@mcp/server-filesystem", "."]
-        );
+        assert_eq!(ok("python3 weather_server.py"), ["python3", "weather_server.py"]);
+        assert_eq!(ok("  npx   -y @mcp/server-filesystem . "), ["npx", "-y", "@mcp/server-filesystem", "."]);
         assert_eq!(ok("python3 'my dir/s.py'"), ["python3", "my dir/s.py"]);
-        assert_eq!(
-            ok(r#"echo "a \"b\" c" 'd\e'"#),
-            ["echo", r#"a "b" c"#, r"d\e"]
-        );
-        assert_eq!(
-            ok(r#"echo "C:\dir" \$HOME a\ b"#),
-            ["echo", r"C:\dir", "$HOME", "a b"]
-        );
+        assert_eq!(ok(r#"echo "a \"b\" c" 'd\e'"#), ["echo", r#"a "b" c"#, r"d\e"]);
+        assert_eq!(ok(r#"echo "C:\dir" \$HOME a\ b"#), ["echo", r"C:\dir", "$HOME", "a b"]);
         assert_eq!(ok("a'b c'd ''"), ["ab cd", ""]);
     }
 
     #[test]
     fn refuses_what_a_shell_would_not_run() {
-        assert_eq!(
-            split("python3 'my dir/s.py"),
-            Err(QuoteError::Unterminated("single"))
-        );
-        assert_eq!(
-            split("python3 \"s.py"),
-            Err(QuoteError::Unterminated("double"))
-        );
+        assert_eq!(split("python3 'my dir/s.py"), Err(QuoteError::Unterminated("single")));
+        assert_eq!(split("python3 \"s.py"), Err(QuoteError::Unterminated("double")));
         assert_eq!(split("python3 s.py\\"), Err(QuoteError::TrailingBackslash));
         assert_eq!(split("   "), Err(QuoteError::Empty));
     }

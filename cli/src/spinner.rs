@@ -36,9 +36,7 @@ impl Spinner {
             }
             let _ = write!(std::io::stderr(), "\r\x1b[2K");
         });
-        Self {
-            running: Some((stop, thread)),
-        }
+        Self { running: Some((stop, thread)) }
     }
 
     /// Stops and clears the line (before the first token is printed). Idempotent.

@@ -58,10 +58,7 @@ mod tests {
     fn events_split_across_reads_and_line_endings() {
         let mut p = SseParser::default();
         assert!(p.push(b"data: {\"a\"").is_empty());
-        assert_eq!(
-            p.push(b":1}\n\n: keep-alive\n\ndata:x\r\ndata: y\r\n\r\nevent: e\ndata: [DONE]\r\r"),
-            ["{\"a\":1}", "x\ny", "[DONE]"]
-        );
+        assert_eq!(p.push(b":1}\n\n: keep-alive\n\ndata:x\r\ndata: y\r\n\r\nevent: e\ndata: [DONE]\r\r"), ["{\"a\":1}", "x\ny", "[DONE]"]);
         assert!(p.push(b"data: partial\n").is_empty(), "no blank line yet");
     }
 }

@@ -91,10 +91,8 @@ impl FromStr for Mix {
         let mut seen: Vec<Kind> = Vec::new();
         for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
             let (name, weight) = part.split_once('=').ok_or_else(|| MixError::NotAPair(part.to_owned()))?;
-            let kind = Kind::ALL
-                .into_iter()
-                .find(|k| k.name() == name.trim())
-                .ok_or_else(|| MixError::UnknownKind(name.trim().to_owned()))?;
+            let kind =
+                Kind::ALL.into_iter().find(|k| k.name() == name.trim()).ok_or_else(|| MixError::UnknownKind(name.trim().to_owned()))?;
             let weight: u32 = weight.trim().parse().map_err(|_| MixError::BadWeight(weight.trim().to_owned()))?;
             if seen.contains(&kind) {
                 return Err(MixError::Repeated(kind.name()));

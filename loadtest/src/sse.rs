@@ -19,11 +19,7 @@ impl SseSplitter {
         while let Some(end) = self.buffer.windows(2).position(|w| w == b"\n\n") {
             let raw: Vec<u8> = self.buffer.drain(..end + 2).collect();
             let event = String::from_utf8_lossy(&raw);
-            let data: Vec<&str> = event
-                .lines()
-                .filter_map(|l| l.strip_prefix("data:"))
-                .map(|d| d.strip_prefix(' ').unwrap_or(d))
-                .collect();
+            let data: Vec<&str> = event.lines().filter_map(|l| l.strip_prefix("data:")).map(|d| d.strip_prefix(' ').unwrap_or(d)).collect();
             if !data.is_empty() {
                 return Some(data.join("\n"));
             }

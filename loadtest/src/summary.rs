@@ -106,8 +106,7 @@ impl Summary {
         }
         let worker_failures = count(&Observation::is_worker_failure);
         let finished = |o: &Observation| matches!(o.outcome, Outcome::Completed { .. } | Outcome::Abandoned);
-        let mut all: Vec<Duration> =
-            obs.iter().filter(|o| matches!(o.outcome, Outcome::Completed { .. })).map(|o| o.latency).collect();
+        let mut all: Vec<Duration> = obs.iter().filter(|o| matches!(o.outcome, Outcome::Completed { .. })).map(|o| o.latency).collect();
         let by_kind = Kind::ALL
             .into_iter()
             .filter_map(|kind| {
@@ -156,7 +155,13 @@ impl Summary {
         let _ = writeln!(
             out,
             "sent {} (skipped {}), completed {} ({} req/s; answered {} req/s), output {} tokens ({} tok/s)",
-            self.sent, self.skipped, self.completed, self.completed_per_s, self.answered_per_s, self.output_tokens, self.output_tokens_per_s
+            self.sent,
+            self.skipped,
+            self.completed,
+            self.completed_per_s,
+            self.answered_per_s,
+            self.output_tokens,
+            self.output_tokens_per_s
         );
         let _ = writeln!(out, "outcomes: {}", join(&self.outcomes));
         let _ = writeln!(out, "status:   {}", join(&self.status_codes));
@@ -164,7 +169,11 @@ impl Summary {
             let _ = writeln!(out, "errors:   {}", join(&self.errors));
         }
         if self.worker_failures > 0 {
-            let _ = writeln!(out, "worker failures (502/503 upstream_error or model_unavailable, streams cut by the worker): {}", self.worker_failures);
+            let _ = writeln!(
+                out,
+                "worker failures (502/503 upstream_error or model_unavailable, streams cut by the worker): {}",
+                self.worker_failures
+            );
         }
         for why in &self.broken_reasons {
             let _ = writeln!(out, "broken:   {why}");

@@ -10,8 +10,7 @@ use opentelemetry_sdk::Resource;
 /// The endpoint, headers, timeout, sampler (`OTEL_TRACES_SAMPLER`) and batching (`OTEL_BSP_*`) are read
 /// by the SDK itself; the protocol is chosen here because this build speaks OTLP over HTTP only.
 pub(crate) fn provider(service: &str) -> anyhow::Result<Option<SdkTracerProvider>> {
-    if env("OTEL_SDK_DISABLED").is_some_and(|v| v.eq_ignore_ascii_case("true"))
-        || env("OTEL_TRACES_EXPORTER").is_some_and(|v| v == "none")
+    if env("OTEL_SDK_DISABLED").is_some_and(|v| v.eq_ignore_ascii_case("true")) || env("OTEL_TRACES_EXPORTER").is_some_and(|v| v == "none")
     {
         return Ok(None);
     }

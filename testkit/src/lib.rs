@@ -96,9 +96,7 @@ fn healthy(port: u16) -> bool {
 /// The `data` payloads of an SSE body, in order.
 #[must_use]
 pub fn sse_data(body: &str) -> Vec<String> {
-    body.split("\n\n")
-        .filter_map(|event| event.lines().find_map(|l| l.strip_prefix("data:")).map(|d| d.trim().to_owned()))
-        .collect()
+    body.split("\n\n").filter_map(|event| event.lines().find_map(|l| l.strip_prefix("data:")).map(|d| d.trim().to_owned())).collect()
 }
 
 /// A request whose schema needs hundreds of tokens (an array of at least `min_items` integers): an answer

@@ -125,9 +125,7 @@ pub fn open(secrets: &WorkerSecrets, field_name: &str, value: &str, now_ms: u64)
 /// Unix time in milliseconds.
 #[must_use]
 pub fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 #[cfg(test)]
@@ -163,7 +161,8 @@ mod tests {
         let far = seal(&fleet, status("http://w:1"), 5_000 + MAX_LIFETIME_MS + 1);
         assert_eq!(open(&fleet, &field("m", "http://w:1"), &far, 5_000), Err(Rejected::TooFarAhead));
         let forged: Sealed = serde_json::from_str(&value).unwrap();
-        let tampered = serde_json::to_string(&Sealed { payload: forged.payload.replace("\"slots\":8", "\"slots\":999"), sig: forged.sig }).unwrap();
+        let tampered =
+            serde_json::to_string(&Sealed { payload: forged.payload.replace("\"slots\":8", "\"slots\":999"), sig: forged.sig }).unwrap();
         assert_eq!(open(&fleet, &field("m", "http://w:1"), &tampered, 5_000), Err(Rejected::BadSignature));
     }
 }

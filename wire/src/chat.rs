@@ -363,7 +363,9 @@ mod tests {
             let request = serde_json::from_value::<ChatCompletionRequest>(fine).unwrap();
             assert_eq!(request.temperature.or(request.top_p), Some(0.5));
         }
-        let absent = serde_json::from_value::<ChatCompletionRequest>(serde_json::json!({"model": "m", "messages": [], "temperature": null})).unwrap();
+        let absent =
+            serde_json::from_value::<ChatCompletionRequest>(serde_json::json!({"model": "m", "messages": [], "temperature": null}))
+                .unwrap();
         assert_eq!((absent.temperature, absent.top_p), (None, None));
     }
 }

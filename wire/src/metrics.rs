@@ -11,8 +11,7 @@ use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 /// Latency buckets in seconds: 0.5 ms to 60 s, dense where a gateway's overhead and a token's time live.
-pub const LATENCY_BUCKETS: [f64; 16] =
-    [0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0];
+pub const LATENCY_BUCKETS: [f64; 16] = [0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0];
 
 /// Counters keyed by their label values, in the order of the family's label names.
 #[derive(Debug)]

@@ -95,9 +95,7 @@ fn check_minimum(keyword: &str, value: &Value, context_tokens: u64) -> Result<()
     };
     let reachable = context_tokens.saturating_mul(per_token);
     if wanted > reachable {
-        return Err(OverBudget(format!(
-            "{keyword}: {value} cannot be met: the model's context holds {context_tokens} tokens"
-        )));
+        return Err(OverBudget(format!("{keyword}: {value} cannot be met: the model's context holds {context_tokens} tokens")));
     }
     Ok(())
 }
@@ -132,7 +130,11 @@ mod tests {
 
     #[test]
     fn unreachable_minimums_are_refused() {
-        for schema in [json!({"type": "array", "minItems": 1_000_000_000}), json!({"minProperties": 5000}), json!({"type": "string", "minLength": 1e9})] {
+        for schema in [
+            json!({"type": "array", "minItems": 1_000_000_000}),
+            json!({"minProperties": 5000}),
+            json!({"type": "string", "minLength": 1e9}),
+        ] {
             let err = check(&schema, 4096).unwrap_err();
             assert!(err.0.contains("cannot be met"), "{err}");
         }

@@ -48,7 +48,8 @@ impl Announcer {
             }
             let Some(loaded) = self.loaded.get() else { continue };
             if connection.is_none() {
-                connection = client.get_multiplexed_async_connection().await.map_err(|e| tracing::warn!(error = %e, "redis unreachable")).ok();
+                connection =
+                    client.get_multiplexed_async_connection().await.map_err(|e| tracing::warn!(error = %e, "redis unreachable")).ok();
             }
             let Some(conn) = connection.as_mut() else { continue };
             let status = WorkerStatus {

@@ -108,5 +108,9 @@ pub fn physical_cores() -> u32 {
     }
     let found = u32::try_from(cores.len()).unwrap_or(0);
     // In a container limited to fewer CPUs than the host has cores, the limit wins.
-    if found == 0 { logical } else { found.min(logical) }
+    if found == 0 {
+        logical
+    } else {
+        found.min(logical)
+    }
 }

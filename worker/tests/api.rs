@@ -162,7 +162,8 @@ async fn bad_input_is_a_clear_4xx_and_the_worker_lives() {
     )
     .await;
     let schema_format = |schema: Value| json!({"type": "json_schema", "json_schema": {"name": "x", "schema": schema}});
-    assert_error(json!({"model": MODEL, "messages": user, "response_format": schema_format(json!({"type": 5}))}), 400, "invalid_schema").await;
+    assert_error(json!({"model": MODEL, "messages": user, "response_format": schema_format(json!({"type": 5}))}), 400, "invalid_schema")
+        .await;
     // Valid JSON Schema keywords the engine cannot enforce are refused, never dropped.
     for schema in [
         json!({"type": "array", "items": {"type": "integer"}, "uniqueItems": true}),

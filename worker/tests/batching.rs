@@ -121,5 +121,8 @@ async fn disconnect_mid_stream_frees_the_slot_and_counts_tokens() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let consumed = metric(base, "runaii_worker_completion_tokens_total").await - tokens_before;
-    assert!(consumed >= deltas && consumed < 2000, "tokens generated before the disconnect are counted: {consumed} for {deltas} deltas seen");
+    assert!(
+        consumed >= deltas && consumed < 2000,
+        "tokens generated before the disconnect are counted: {consumed} for {deltas} deltas seen"
+    );
 }

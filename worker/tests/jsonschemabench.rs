@@ -44,9 +44,9 @@ fn cases() -> Vec<Case> {
         .into_iter()
         .map(|path| {
             let doc: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
-            let tests = doc["tests"].as_array().map_or_else(Vec::new, |t| {
-                t.iter().map(|t| (t["valid"].as_bool().unwrap(), t["data"].clone())).collect()
-            });
+            let tests = doc["tests"]
+                .as_array()
+                .map_or_else(Vec::new, |t| t.iter().map(|t| (t["valid"].as_bool().unwrap(), t["data"].clone())).collect());
             Case { name: path.file_stem().unwrap().to_string_lossy().into_owned(), schema: doc["schema"].clone(), tests }
         })
         .collect()

@@ -67,7 +67,8 @@ async fn none_answers_in_text_and_auto_may_do_either() {
 
 #[tokio::test]
 async fn tools_and_response_format_give_a_call_or_matching_json() {
-    let schema = json!({"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"], "additionalProperties": false});
+    let schema =
+        json!({"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"], "additionalProperties": false});
     for url in [&worker().url, &hermes_worker().url] {
         let mut req = weather_request(&json!("auto"), false);
         req["response_format"] = json!({"type": "json_schema", "json_schema": {"name": "a", "schema": schema}});
@@ -86,7 +87,15 @@ async fn tools_and_response_format_give_a_call_or_matching_json() {
 #[tokio::test]
 async fn streamed_calls_send_id_and_name_once_then_arguments() {
     for url in [&worker().url, &hermes_worker().url] {
-        let text = client().post(format!("{url}/v1/chat/completions")).json(&weather_request(&json!("required"), true)).send().await.unwrap().text().await.unwrap();
+        let text = client()
+            .post(format!("{url}/v1/chat/completions"))
+            .json(&weather_request(&json!("required"), true))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
         let events = sse_data(&text);
         assert_eq!(events.last().unwrap(), "[DONE]");
         let chunks: Vec<Value> = events[..events.len() - 1].iter().map(|e| serde_json::from_str(e).unwrap()).collect();

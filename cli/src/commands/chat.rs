@@ -39,15 +39,9 @@ enum Line<'a> {
 fn parse(line: &str) -> Line<'_> {
     let line = line.trim();
     let Some(command) = line.strip_prefix('/') else {
-        return if line.is_empty() {
-            Line::Empty
-        } else {
-            Line::Say(line)
-        };
+        return if line.is_empty() { Line::Empty } else { Line::Say(line) };
     };
-    let (name, rest) = command
-        .split_once(char::is_whitespace)
-        .map_or((command, ""), |(n, r)| (n, r.trim()));
+    let (name, rest) = command.split_once(char::is_whitespace).map_or((command, ""), |(n, r)| (n, r.trim()));
     match (name, rest) {
         ("reset", "") => Line::Reset,
         ("model", model) if !model.is_empty() => Line::Model(model),
@@ -64,34 +58,17 @@ fn parse(line: &str) -> Line<'_> {
 pub async fn chat(context: &Context, args: ChatArgs) -> Result<(), CliError> {
     let toolbox = start_tools(context, &args.tools).await?;
     let interactive = std::io::stdin().is_terminal();
-    let mut editor = rustyline::DefaultEditor::new()
-        .map_err(|e| CliError::Usage(format!("cannot read lines: {e}")))?;
+    let mut editor = rustyline::DefaultEditor::new().map_err(|e| CliError::Usage(format!("cannot read lines: {e}")))?;
     let history = interactive.then(history_file).flatten();
     if let Some(path) = &history {
         let _ = editor.load_history(path);
     }
     if interactive {
-        eprintln!(
-            "runaii chat with {} at {} — /help for commands, Ctrl-D to leave",
-            args.model,
-            context.gateway.base()
-        );
+        eprintln!("runaii chat with {} at {} — /help for commands, Ctrl-D to leave", args.model, context.gateway.base());
     }
 
-    let options = turn_options(
-        context,
-        &args.generation,
-        &args.tools,
-        Constraint::None,
-        true,
-    );
-    let start = || {
-        args.system
-            .as_deref()
-            .map(Message::system)
-            .into_iter()
-            .collect::<Vec<_>>()
-    };
+    let options = turn_options(context, &args.generation, &args.tools, Constraint::None, true);
+    let start = || args.system.as_deref().map(Message::system).into_iter().collect::<Vec<_>>();
     let mut model = args.model.clone();
     let mut messages = start();
     let mut spend = Spend::default();
@@ -128,15 +105,7 @@ pub async fn chat(context: &Context, args: ChatArgs) -> Result<(), CliError> {
             Line::Say(text) => {
                 let kept = messages.len();
                 messages.push(Message::user(text));
-                let turn = agent::turn(
-                    &context.gateway,
-                    &toolbox,
-                    &model,
-                    &mut messages,
-                    &options,
-                    &mut spend,
-                    &mut stdout,
-                );
+                let turn = agent::turn(&context.gateway, &toolbox, &model, &mut messages, &options, &mut spend, &mut stdout);
                 let outcome = tokio::select! {
                     outcome = turn => outcome.map(drop),
                     _ = tokio::signal::ctrl_c() => Err(CliError::Usage("interrupted".into())),
@@ -174,9 +143,7 @@ fn history_file() -> Option<PathBuf> {
     let state = std::env::var_os("XDG_STATE_HOME")
         .filter(|v| !v.is_empty())
         .map(PathBuf::from)
-        .or_else(|| {
-            std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".local/state"))
-        })?;
+        .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".local/state")))?;
     Some(state.join("runaii").join("chat_history"))
 }
 
@@ -189,10 +156,7 @@ mod tests {
         assert_eq!(parse("  hello there "), Line::Say("hello there"));
         assert_eq!(parse(""), Line::Empty);
         assert_eq!(parse("/reset"), Line::Reset);
-        assert_eq!(
-            parse("/model  smollm2-135m-instruct "),
-            Line::Model("smollm2-135m-instruct")
-        );
+        assert_eq!(parse("/model  smollm2-135m-instruct "), Line::Model("smollm2-135m-instruct"));
         assert_eq!(parse("/model"), Line::Unknown("/model"));
         assert_eq!(parse("/cost"), Line::Cost);
         assert_eq!(parse("/quit"), Line::Exit);

@@ -20,43 +20,18 @@ pub async fn manage(context: &Context, args: KeysArgs) -> Result<(), CliError> {
     match args.action.unwrap_or(KeysAction::List) {
         KeysAction::List => {
             let tenant = tenant(context, args.tenant).await?;
-            let keys: Value = context
-                .gateway
-                .get(&format!("/admin/v1/tenants/{tenant}/keys"), Auth::Admin)
-                .await?;
+            let keys: Value = context.gateway.get(&format!("/admin/v1/tenants/{tenant}/keys"), Auth::Admin).await?;
             if json_out {
                 output::json(&keys);
             } else {
-                let rows: Vec<Vec<String>> = keys["data"]
-                    .as_array()
-                    .map_or(&[][..], Vec::as_slice)
-                    .iter()
-                    .map(key_row)
-                    .collect();
-                Stdout::default().write(&output::table(
-                    &[
-                        "ID", "PREFIX", "NAME", "CREATED", "EXPIRES", "REVOKED", "RPM", "TPM",
-                    ],
-                    &rows,
-                ));
+                let rows: Vec<Vec<String>> = keys["data"].as_array().map_or(&[][..], Vec::as_slice).iter().map(key_row).collect();
+                Stdout::default().write(&output::table(&["ID", "PREFIX", "NAME", "CREATED", "EXPIRES", "REVOKED", "RPM", "TPM"], &rows));
             }
         }
-        KeysAction::Create {
-            name,
-            expires_at,
-            rpm_limit,
-            tpm_limit,
-        } => {
+        KeysAction::Create { name, expires_at, rpm_limit, tpm_limit } => {
             let tenant = tenant(context, args.tenant).await?;
             let spec = json!({"name": name, "expires_at": expires_at, "rpm_limit": rpm_limit, "tpm_limit": tpm_limit});
-            let created: Value = context
-                .gateway
-                .post(
-                    &format!("/admin/v1/tenants/{tenant}/keys"),
-                    &spec,
-                    Auth::Admin,
-                )
-                .await?;
+            let created: Value = context.gateway.post(&format!("/admin/v1/tenants/{tenant}/keys"), &spec, Auth::Admin).await?;
             if json_out {
                 output::json(&created);
             } else {
@@ -70,18 +45,11 @@ pub async fn manage(context: &Context, args: KeysArgs) -> Result<(), CliError> {
             }
         }
         KeysAction::Revoke { id } => {
-            let revoked: Value = context
-                .gateway
-                .delete(&format!("/admin/v1/keys/{id}"), Auth::Admin)
-                .await?;
+            let revoked: Value = context.gateway.delete(&format!("/admin/v1/keys/{id}"), Auth::Admin).await?;
             if json_out {
                 output::json(&revoked);
             } else {
-                Stdout::default().line(&format!(
-                    "revoked key {} at {}",
-                    text(&revoked["id"]),
-                    text(&revoked["revoked_at"])
-                ));
+                Stdout::default().line(&format!("revoked key {} at {}", text(&revoked["id"]), text(&revoked["revoked_at"])));
             }
         }
     }
@@ -108,17 +76,5 @@ fn text(v: &Value) -> String {
 }
 
 fn key_row(k: &Value) -> Vec<String> {
-    [
-        "id",
-        "public_id",
-        "name",
-        "created_at",
-        "expires_at",
-        "revoked_at",
-        "rpm_limit",
-        "tpm_limit",
-    ]
-    .iter()
-    .map(|f| text(&k[*f]))
-    .collect()
+    ["id", "public_id", "name", "created_at", "expires_at", "revoked_at", "rpm_limit", "tpm_limit"].iter().map(|f| text(&k[*f])).collect()
 }

@@ -53,11 +53,7 @@ pub async fn dispatch(cli: Cli) -> Result<(), CliError> {
 /// # Errors
 /// Bad quoting, a server that does not start, a duplicate tool name, a tool choice without tools.
 async fn start_tools(context: &Context, tools: &ToolArgs) -> Result<Toolbox, CliError> {
-    let mut specs = if tools.no_config_mcp {
-        Vec::new()
-    } else {
-        context.config_servers.clone()
-    };
+    let mut specs = if tools.no_config_mcp { Vec::new() } else { context.config_servers.clone() };
     for (i, spec) in tools.mcp.iter().enumerate() {
         specs.push(config::flag_server(i + 1, spec)?);
     }
@@ -70,27 +66,15 @@ async fn start_tools(context: &Context, tools: &ToolArgs) -> Result<Toolbox, Cli
     }
     let toolbox = Toolbox::start(specs).await?;
     if let Some(ToolChoice::Named(name)) = &choice {
-        if !toolbox
-            .definitions()
-            .iter()
-            .any(|d| d["function"]["name"] == name.as_str())
-        {
+        if !toolbox.definitions().iter().any(|d| d["function"]["name"] == name.as_str()) {
             toolbox.shutdown().await;
-            return Err(CliError::Usage(format!(
-                "--tool-choice {name}: no MCP server offers a tool of that name"
-            )));
+            return Err(CliError::Usage(format!("--tool-choice {name}: no MCP server offers a tool of that name")));
         }
     }
     Ok(toolbox)
 }
 
-fn turn_options(
-    context: &Context,
-    generation: &Generation,
-    tools: &ToolArgs,
-    constraint: Constraint,
-    stream: bool,
-) -> TurnOptions {
+fn turn_options(context: &Context, generation: &Generation, tools: &ToolArgs, constraint: Constraint, stream: bool) -> TurnOptions {
     TurnOptions {
         max_tokens: generation.max_tokens,
         temperature: generation.temperature,

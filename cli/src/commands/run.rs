@@ -25,25 +25,10 @@ pub async fn run(context: &Context, args: RunArgs) -> Result<(), CliError> {
         messages.push(Message::system(system));
     }
     messages.push(Message::user(&prompt));
-    let options = turn_options(
-        context,
-        &args.generation,
-        &args.tools,
-        constraint,
-        args.stream,
-    );
+    let options = turn_options(context, &args.generation, &args.tools, constraint, args.stream);
     let mut spend = Spend::default();
     let mut stdout = Stdout::default();
-    let answer = agent::turn(
-        &context.gateway,
-        &toolbox,
-        &args.model,
-        &mut messages,
-        &options,
-        &mut spend,
-        &mut stdout,
-    )
-    .await;
+    let answer = agent::turn(&context.gateway, &toolbox, &args.model, &mut messages, &options, &mut spend, &mut stdout).await;
     toolbox.shutdown().await;
     if args.stream {
         stdout.end_line();
@@ -65,9 +50,7 @@ fn prompt(arg: String) -> Result<String, CliError> {
         return Ok(arg);
     }
     let mut text = String::new();
-    std::io::stdin()
-        .read_to_string(&mut text)
-        .map_err(CliError::io("reading the prompt from stdin"))?;
+    std::io::stdin().read_to_string(&mut text).map_err(CliError::io("reading the prompt from stdin"))?;
     if text.trim().is_empty() {
         return Err(CliError::Usage("the prompt on stdin is empty".into()));
     }

@@ -40,37 +40,17 @@ pub async fn show(context: &Context, args: &UsageArgs) -> Result<(), CliError> {
     let mut out = Stdout::default();
     out.write(&summary(&account));
     if let Some(records) = recent {
-        out.write(&format!(
-            "\nrecent requests (last {} h, newest last):\n",
-            args.since_hours
-        ));
+        out.write(&format!("\nrecent requests (last {} h, newest last):\n", args.since_hours));
         let rows: Vec<Vec<String>> = records.iter().map(record_row).collect();
-        out.write(&output::table(
-            &[
-                "TIME",
-                "REQUEST",
-                "MODEL",
-                "STATUS",
-                "TOKENS IN+OUT",
-                "COST USD",
-            ],
-            &rows,
-        ));
+        out.write(&output::table(&["TIME", "REQUEST", "MODEL", "STATUS", "TOKENS IN+OUT", "COST USD"], &rows));
     }
     Ok(())
 }
 
 /// The last `args.recent` cost records of the key's tenant within `args.since_hours`.
-async fn recent(
-    context: &Context,
-    account: &Value,
-    args: &UsageArgs,
-) -> Result<Vec<Value>, GatewayError> {
-    let tenant = account["tenant"]["id"]
-        .as_str()
-        .ok_or_else(|| GatewayError::Protocol("the account names no tenant id".into()))?;
-    let from = (Utc::now() - Duration::hours(i64::from(args.since_hours)))
-        .to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+async fn recent(context: &Context, account: &Value, args: &UsageArgs) -> Result<Vec<Value>, GatewayError> {
+    let tenant = account["tenant"]["id"].as_str().ok_or_else(|| GatewayError::Protocol("the account names no tenant id".into()))?;
+    let from = (Utc::now() - Duration::hours(i64::from(args.since_hours))).to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
     let mut records: Vec<Value> = Vec::new();
     let mut cursor: Option<String> = None;
     for _ in 0..MAX_PAGES {
@@ -95,14 +75,7 @@ fn summary(account: &Value) -> String {
     let usage = &account["usage"];
     let limits = &account["rate_limits"];
     let lines = [
-        (
-            "tenant",
-            format!(
-                "{} ({})",
-                text(&account["tenant"]["name"]),
-                text(&account["tenant"]["id"])
-            ),
-        ),
+        ("tenant", format!("{} ({})", text(&account["tenant"]["name"]), text(&account["tenant"]["id"]))),
         (
             "balance",
             format!(
@@ -125,17 +98,10 @@ fn summary(account: &Value) -> String {
         ),
         (
             "rate limits",
-            format!(
-                "{} requests/min, {} tokens/min",
-                text(&limits["requests_per_minute"]),
-                text(&limits["tokens_per_minute"])
-            ),
+            format!("{} requests/min, {} tokens/min", text(&limits["requests_per_minute"]), text(&limits["tokens_per_minute"])),
         ),
     ];
-    lines
-        .iter()
-        .map(|(label, value)| format!("{label:<12}{value}\n"))
-        .collect()
+    lines.iter().map(|(label, value)| format!("{label:<12}{value}\n")).collect()
 }
 
 fn record_row(r: &Value) -> Vec<String> {
@@ -161,17 +127,14 @@ fn text(v: &Value) -> String {
 /// `0.0000259`): the same value, exactly.
 fn money(v: &Value) -> String {
     let raw = text(v);
-    raw.parse::<rust_decimal::Decimal>()
-        .map_or(raw, |d| d.normalize().to_string())
+    raw.parse::<rust_decimal::Decimal>().map_or(raw, |d| d.normalize().to_string())
 }
 
 /// The cursor is `<micros>:<request id>`: escape what a query string cannot hold as is.
 fn query_escape(text: &str) -> String {
     text.bytes()
         .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                (b as char).to_string()
-            }
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),
             _ => format!("%{b:02X}"),
         })
         .collect()
@@ -190,9 +153,6 @@ mod tests {
 
     #[test]
     fn cursors_survive_the_query_string() {
-        assert_eq!(
-            query_escape("1733090000000000:chatcmpl-01 x+y"),
-            "1733090000000000%3Achatcmpl-01%20x%2By"
-        );
+        assert_eq!(query_escape("1733090000000000:chatcmpl-01 x+y"), "1733090000000000%3Achatcmpl-01%20x%2By");
     }
 }

@@ -33,11 +33,7 @@ pub fn stack() -> &'static Stack {
     // starting another one.
     static STACK: OnceLock<Result<Stack, String>> = OnceLock::new();
     let started = STACK.get_or_init(|| {
-        std::panic::catch_unwind(start).map_err(|e| {
-            e.downcast_ref::<String>()
-                .cloned()
-                .unwrap_or_else(|| format!("{e:?}"))
-        })
+        std::panic::catch_unwind(start).map_err(|e| e.downcast_ref::<String>().cloned().unwrap_or_else(|| format!("{e:?}")))
     });
     match started {
         Ok(stack) => stack,
@@ -53,36 +49,28 @@ fn bin_dir() -> PathBuf {
 
 fn binary(name: &str) -> PathBuf {
     let path = bin_dir().join(name);
-    assert!(path.exists(), "{} is missing: build the workspace (cargo test --workspace), or cargo build -p runaii-worker -p runaii-gateway", path.display());
+    assert!(
+        path.exists(),
+        "{} is missing: build the workspace (cargo test --workspace), or cargo build -p runaii-worker -p runaii-gateway",
+        path.display()
+    );
     path
 }
 
 /// The stdio MCP server of these tests (`cli/examples/mcp_fixture.rs`), which `cargo test` builds.
 pub fn mcp_fixture() -> String {
     let path = bin_dir().join("examples").join("mcp_fixture");
-    assert!(
-        path.exists(),
-        "{} is missing: cargo test -p runaii-cli builds it (a --test filter does not)",
-        path.display()
-    );
+    assert!(path.exists(), "{} is missing: cargo test -p runaii-cli builds it (a --test filter does not)", path.display());
     path.display().to_string()
 }
 
 pub fn runtime() -> &'static tokio::runtime::Runtime {
     static RT: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
-    RT.get_or_init(|| {
-        tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .unwrap()
-    })
+    RT.get_or_init(|| tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap())
 }
 
 pub fn db() -> PgPool {
-    runtime()
-        .block_on(PgPool::connect(&stack().database_url))
-        .unwrap()
+    runtime().block_on(PgPool::connect(&stack().database_url)).unwrap()
 }
 
 fn start() -> Stack {
@@ -90,23 +78,9 @@ fn start() -> Stack {
     let database_url = runtime().block_on(fresh_database());
     let gateway = binary("runaii-gateway");
     let admin = |args: &[&str]| -> String {
-        let out = Command::new(&gateway)
-            .args(args)
-            .env("DATABASE_URL", &database_url)
-            .env("RUST_LOG", "error")
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "runaii-gateway {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout)
-            .unwrap()
-            .lines()
-            .last()
-            .unwrap_or_default()
-            .to_owned()
+        let out = Command::new(&gateway).args(args).env("DATABASE_URL", &database_url).env("RUST_LOG", "error").output().unwrap();
+        assert!(out.status.success(), "runaii-gateway {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap().lines().last().unwrap_or_default().to_owned()
     };
     admin(&["migrate"]);
     admin(&[
@@ -125,35 +99,15 @@ fn start() -> Stack {
         &worker.url,
     ]);
     let key = admin(&["create-key", "--tenant", "cli-tests", "--name", "cli"]);
-    admin(&[
-        "grant-credits",
-        "--tenant",
-        "cli-tests",
-        "--amount",
-        "100",
-        "--note",
-        "cli tests",
-    ]);
-    let admin_token = admin(&[
-        "issue-admin-token",
-        "--admin-jwt-secret",
-        ADMIN_SECRET,
-        "--ttl-hours",
-        "2",
-    ]);
+    admin(&["grant-credits", "--tenant", "cli-tests", "--amount", "100", "--note", "cli tests"]);
+    let admin_token = admin(&["issue-admin-token", "--admin-jwt-secret", ADMIN_SECRET, "--ttl-hours", "2"]);
 
     let port = runaii_testkit::free_port();
-    let log =
-        std::fs::File::create(Path::new(env!("CARGO_TARGET_TMPDIR")).join("cli-tests-gateway.log"))
-            .unwrap();
+    let log = std::fs::File::create(Path::new(env!("CARGO_TARGET_TMPDIR")).join("cli-tests-gateway.log")).unwrap();
     // `sh` holds the gateway and kills it when this process's end closes its stdin: the gateway has no
     // exit-on-EOF flag, and a static is never dropped.
     let child = Command::new("sh")
-        .args([
-            "-c",
-            r#""$@" </dev/null & pid=$!; read -r _; kill "$pid"; wait "$pid""#,
-            "sh",
-        ])
+        .args(["-c", r#""$@" </dev/null & pid=$!; read -r _; kill "$pid"; wait "$pid""#, "sh"])
         .arg(&gateway)
         .arg("serve")
         .env("DATABASE_URL", &database_url)
@@ -174,47 +128,23 @@ fn start() -> Stack {
         .unwrap();
     let base = format!("http://127.0.0.1:{port}");
     wait_until_ready(&base);
-    Stack {
-        base,
-        key,
-        admin_token,
-        database_url,
-        _worker: worker,
-        _gateway: child,
-    }
+    Stack { base, key, admin_token, database_url, _worker: worker, _gateway: child }
 }
 
 async fn fresh_database() -> String {
-    let admin = PgPool::connect(&format!("{POSTGRES}/postgres"))
-        .await
-        .expect("Postgres on 127.0.0.1:5432 (user postgres)");
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_secs();
+    let admin = PgPool::connect(&format!("{POSTGRES}/postgres")).await.expect("Postgres on 127.0.0.1:5432 (user postgres)");
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs();
     let old: Vec<String> =
-        sqlx::query_scalar("SELECT datname FROM pg_database WHERE datname LIKE 'runaii_cli_%'")
-            .fetch_all(&admin)
-            .await
-            .unwrap();
+        sqlx::query_scalar("SELECT datname FROM pg_database WHERE datname LIKE 'runaii_cli_%'").fetch_all(&admin).await.unwrap();
     for name in old {
-        let created = name
-            .trim_start_matches(DB_PREFIX)
-            .split('_')
-            .next()
-            .and_then(|s| s.parse::<u64>().ok());
+        let created = name.trim_start_matches(DB_PREFIX).split('_').next().and_then(|s| s.parse::<u64>().ok());
         if created.is_some_and(|c| now.saturating_sub(c) > STALE_DB.as_secs()) {
             // Names come from pg_database and match runaii_cli_<digits>_<digits>: safe to splice.
-            let _ = sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
-                .execute(&admin)
-                .await;
+            let _ = sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).execute(&admin).await;
         }
     }
     let name = format!("{DB_PREFIX}{now}_{}", std::process::id());
-    sqlx::query(&format!("CREATE DATABASE {name}"))
-        .execute(&admin)
-        .await
-        .unwrap();
+    sqlx::query(&format!("CREATE DATABASE {name}")).execute(&admin).await.unwrap();
     format!("{POSTGRES}/{name}")
 }
 
@@ -232,17 +162,16 @@ fn wait_until_ready(base: &str) {
             .env_remove("RUNAII_CONFIG")
             .output()
             .unwrap();
-        let ready = serde_json::from_slice::<serde_json::Value>(&out.stdout)
-            .is_ok_and(|v| v["data"][0]["is_ready"] == true);
+        let ready = serde_json::from_slice::<serde_json::Value>(&out.stdout).is_ok_and(|v| v["data"][0]["is_ready"] == true);
         if ready {
             return;
         }
         if Instant::now() > deadline {
-            let log = std::fs::read_to_string(
-                Path::new(env!("CARGO_TARGET_TMPDIR")).join("cli-tests-gateway.log"),
-            )
-            .unwrap_or_default();
-            panic!("the gateway at {base} did not report {MODEL} ready; runaii said {}\ngateway log:\n{log}", String::from_utf8_lossy(&out.stderr));
+            let log = std::fs::read_to_string(Path::new(env!("CARGO_TARGET_TMPDIR")).join("cli-tests-gateway.log")).unwrap_or_default();
+            panic!(
+                "the gateway at {base} did not report {MODEL} ready; runaii said {}\ngateway log:\n{log}",
+                String::from_utf8_lossy(&out.stderr)
+            );
         }
         std::thread::sleep(Duration::from_millis(200));
     }
@@ -250,8 +179,7 @@ fn wait_until_ready(base: &str) {
 
 /// A directory of its own under the target's tmp dir, empty.
 pub fn scratch_dir(name: &str) -> PathBuf {
-    let dir =
-        Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("cli-{}-{name}", std::process::id()));
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("cli-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     dir
@@ -286,10 +214,7 @@ pub fn runaii(args: &[&str]) -> Runaii {
         .env_remove("RUNAII_ADMIN_TOKEN")
         .env("RUNAII_BASE_URL", &stack.base)
         .env("RUNAII_API_KEY", &stack.key);
-    Runaii {
-        command,
-        stdin: None,
-    }
+    Runaii { command, stdin: None }
 }
 
 fn unique() -> u64 {
@@ -320,10 +245,7 @@ impl Runaii {
     }
 
     pub fn run(mut self) -> Run {
-        self.command
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
+        self.command.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
         let started = Instant::now();
         let mut child = self.command.spawn().unwrap();
         let mut stdin = child.stdin.take().unwrap();
@@ -337,18 +259,8 @@ impl Runaii {
             stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
             stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
         };
-        let args: Vec<_> = self
-            .command
-            .get_args()
-            .map(|a| a.to_string_lossy().into_owned())
-            .collect();
-        eprintln!(
-            "runaii {args:?} exited {} in {:?}\n--- stdout\n{}--- stderr\n{}",
-            run.code,
-            started.elapsed(),
-            run.stdout,
-            run.stderr
-        );
+        let args: Vec<_> = self.command.get_args().map(|a| a.to_string_lossy().into_owned()).collect();
+        eprintln!("runaii {args:?} exited {} in {:?}\n--- stdout\n{}--- stderr\n{}", run.code, started.elapsed(), run.stdout, run.stderr);
         run
     }
 }

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use anyhow::{bail, Context};
 use clap::Parser;
+use runaii_loadtest::account;
 use runaii_loadtest::body::BodySpec;
 use runaii_loadtest::cli::Args;
 use runaii_loadtest::drive::{self, Mode, Plan};
@@ -14,7 +15,6 @@ use runaii_loadtest::reconcile::postgres::PgSource;
 use runaii_loadtest::reconcile::{self, Expect, Source};
 use runaii_loadtest::send::Target;
 use runaii_loadtest::summary::Summary;
-use runaii_loadtest::account;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<ExitCode> {

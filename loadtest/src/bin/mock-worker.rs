@@ -5,7 +5,10 @@ use clap::Parser;
 use runaii_loadtest::mock::{self, MockSettings, MockState};
 
 #[derive(Debug, Parser)]
-#[command(name = "mock-worker", about = "A stand-in runaii worker with a fixed instant completion, for gateway overhead benchmarks (not for tests of the worker)")]
+#[command(
+    name = "mock-worker",
+    about = "A stand-in runaii worker with a fixed instant completion, for gateway overhead benchmarks (not for tests of the worker)"
+)]
 struct Cli {
     #[command(flatten)]
     settings: MockSettings,

@@ -79,10 +79,7 @@ impl Drop for Busy {
 }
 
 pub fn router(state: MockState) -> Router {
-    Router::new()
-        .route("/health", get(health))
-        .route("/v1/chat/completions", post(chat::create))
-        .with_state(state)
+    Router::new().route("/health", get(health)).route("/v1/chat/completions", post(chat::create)).with_state(state)
 }
 
 /// The fields of the worker's `/health` that the gateway's probe reads, and the rest for people.

@@ -79,11 +79,15 @@ pub fn check(observations: &[Observation], ledger: &Ledger, expect: &Expect) -> 
                 // A missing cost is a discrepancy already; the ledger's stands in so the sums below name
                 // only disagreements not yet reported.
                 r.totals.told_completed += cost.unwrap_or(rec.cost);
-                if (i64::from(rec.input_tokens), i64::from(rec.output_tokens)) != (i64::from(*prompt_tokens), i64::from(*completion_tokens)) {
-                    r.fail("tokens_differ", format!(
-                        "{id}: told {prompt_tokens}+{completion_tokens} tokens, recorded {}+{}",
-                        rec.input_tokens, rec.output_tokens
-                    ));
+                if (i64::from(rec.input_tokens), i64::from(rec.output_tokens)) != (i64::from(*prompt_tokens), i64::from(*completion_tokens))
+                {
+                    r.fail(
+                        "tokens_differ",
+                        format!(
+                            "{id}: told {prompt_tokens}+{completion_tokens} tokens, recorded {}+{}",
+                            rec.input_tokens, rec.output_tokens
+                        ),
+                    );
                 }
             }
             (Outcome::Abandoned, Some(rec)) => {
@@ -116,10 +120,13 @@ pub fn check(observations: &[Observation], ledger: &Ledger, expect: &Expect) -> 
             }
             (Outcome::Broken { .. }, None) if !o.is_accepted() => unanswered += 1,
             (Outcome::StreamFailed { .. }, None) if o.error_code.as_deref() == Some(LEDGER_UNAVAILABLE) => {
-                r.fail("unbilled_stream", format!(
-                    "{id}: {} content chunks delivered, then the stream ended with ledger_unavailable: never recorded or charged",
-                    o.content_chunks
-                ));
+                r.fail(
+                    "unbilled_stream",
+                    format!(
+                        "{id}: {} content chunks delivered, then the stream ended with ledger_unavailable: never recorded or charged",
+                        o.content_chunks
+                    ),
+                );
             }
             (_, None) => {
                 r.fail("missing_record", format!("{id} ({}): accepted ({}) but has no cost record", o.kind, o.status.unwrap_or(0)));
@@ -150,15 +157,23 @@ pub fn check(observations: &[Observation], ledger: &Ledger, expect: &Expect) -> 
         } else if unanswered > 0 {
             unanswered -= 1;
             r.totals.charged_unread += rec.cost;
-            r.notes.push(format!("{}: {} at {}, the record of a request that got no answer", rec.request_id, rec.status, rec.cost.normalize()));
-        } else {
-            r.fail("unknown_record", format!(
-                "{}: record ({} {}, {}) of no request the client sent",
+            r.notes.push(format!(
+                "{}: {} at {}, the record of a request that got no answer",
                 rec.request_id,
                 rec.status,
-                rec.http_status,
                 rec.cost.normalize()
             ));
+        } else {
+            r.fail(
+                "unknown_record",
+                format!(
+                    "{}: record ({} {}, {}) of no request the client sent",
+                    rec.request_id,
+                    rec.status,
+                    rec.http_status,
+                    rec.cost.normalize()
+                ),
+            );
         }
     }
     if paired > 0 {
@@ -223,12 +238,18 @@ fn ledger_sums(r: &mut Report, ledger: &Ledger, expect: &Expect) {
             let tokens = (u32::try_from(rec.input_tokens).unwrap_or(0), u32::try_from(rec.output_tokens).unwrap_or(0));
             let priced = expect.prices.cost(tokens.0, tokens.1);
             if rec.cost != priced {
-                r.fail("formula", format!("{}: cost {} but its tokens price at {}", rec.request_id, rec.cost.normalize(), priced.normalize()));
+                r.fail(
+                    "formula",
+                    format!("{}: cost {} but its tokens price at {}", rec.request_id, rec.cost.normalize(), priced.normalize()),
+                );
             }
         }
         match charges.get(rec.request_id.as_str()) {
             Some(amount) if *amount != -rec.cost => {
-                r.fail("wrong_charge", format!("{}: charged {} for a cost of {}", rec.request_id, amount.normalize(), rec.cost.normalize()));
+                r.fail(
+                    "wrong_charge",
+                    format!("{}: charged {} for a cost of {}", rec.request_id, amount.normalize(), rec.cost.normalize()),
+                );
             }
             None if !rec.cost.is_zero() => r.fail("uncharged", format!("{}: cost {} never charged", rec.request_id, rec.cost.normalize())),
             _ => {}

@@ -29,14 +29,13 @@ impl PgSource {
     /// # Errors
     /// Database errors; `RowNotFound` for an unknown tenant.
     pub async fn balance(&self, tenant: Uuid) -> Result<(DateTime<Utc>, Balance), sqlx::Error> {
-        let (at, balance, reserved): (DateTime<Utc>, Decimal, Decimal) =
-            sqlx::query_as(
-                "SELECT now(), balance, reserved - COALESCE((SELECT sum(amount) FROM credit_leases WHERE tenant_id = t.id), 0)
+        let (at, balance, reserved): (DateTime<Utc>, Decimal, Decimal) = sqlx::query_as(
+            "SELECT now(), balance, reserved - COALESCE((SELECT sum(amount) FROM credit_leases WHERE tenant_id = t.id), 0)
                  FROM tenants t WHERE id = $1",
-            )
-            .bind(tenant)
-            .fetch_one(&self.pool)
-            .await?;
+        )
+        .bind(tenant)
+        .fetch_one(&self.pool)
+        .await?;
         Ok((at, Balance { balance, reserved }))
     }
 
@@ -62,13 +61,12 @@ impl PgSource {
     /// # Errors
     /// Database errors.
     pub async fn credit_ledger(&self, tenant: Uuid, from: DateTime<Utc>) -> Result<(Vec<Charge>, Decimal), sqlx::Error> {
-        let charges = sqlx::query_as(
-            "SELECT request_id, amount FROM credit_ledger WHERE tenant_id = $1 AND created_at >= $2 AND kind = 'charge'",
-        )
-        .bind(tenant)
-        .bind(from)
-        .fetch_all(&self.pool)
-        .await?;
+        let charges =
+            sqlx::query_as("SELECT request_id, amount FROM credit_ledger WHERE tenant_id = $1 AND created_at >= $2 AND kind = 'charge'")
+                .bind(tenant)
+                .bind(from)
+                .fetch_all(&self.pool)
+                .await?;
         let grants: Decimal = sqlx::query_scalar(
             "SELECT COALESCE(sum(amount), 0) FROM credit_ledger WHERE tenant_id = $1 AND created_at >= $2 AND kind = 'grant'",
         )

@@ -88,8 +88,13 @@ impl Report {
         }
         let verdict = if self.passed() { "PASSED" } else { "FAILED" };
         let counts: Vec<String> = kinds.iter().map(|(k, n)| format!("{k}: {n}")).collect();
-        let _ = writeln!(out, "reconciliation {verdict} ({} discrepancies{}{})", self.discrepancies.len(),
-                         if counts.is_empty() { "" } else { "; " }, counts.join(", "));
+        let _ = writeln!(
+            out,
+            "reconciliation {verdict} ({} discrepancies{}{})",
+            self.discrepancies.len(),
+            if counts.is_empty() { "" } else { "; " },
+            counts.join(", ")
+        );
         out
     }
 }

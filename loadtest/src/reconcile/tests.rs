@@ -75,11 +75,8 @@ fn agreeing() -> (Vec<Observation>, Ledger) {
         record("chatcmpl-f", "failed", 502, 40, 5),
         rejected,
     ];
-    let charges: Vec<Charge> = records
-        .iter()
-        .filter(|r| !r.cost.is_zero())
-        .map(|r| Charge { request_id: r.request_id.clone(), amount: -r.cost })
-        .collect();
+    let charges: Vec<Charge> =
+        records.iter().filter(|r| !r.cost.is_zero()).map(|r| Charge { request_id: r.request_id.clone(), amount: -r.cost }).collect();
     let spent: Decimal = records.iter().map(|r| r.cost).sum();
     let before = Balance { balance: d("10"), reserved: Decimal::ZERO };
     let ledger = Ledger {

@@ -141,9 +141,9 @@ fn tool_constraint(request: &ChatCompletionRequest, tools: &ToolRequest) -> Resu
         _ => None,
     };
     let validator = match &schema {
-        Some(schema) => Some(Arc::new(
-            OutputValidator::new(schema).map_err(|refusal| ApiError::Refused { refusal, param: "response_format" })?,
-        )),
+        Some(schema) => {
+            Some(Arc::new(OutputValidator::new(schema).map_err(|refusal| ApiError::Refused { refusal, param: "response_format" })?))
+        }
         None => None,
     };
     match grammar::lark(tools, schema.as_ref()) {
@@ -180,9 +180,10 @@ fn constraint_spec(request: &ChatCompletionRequest) -> Result<Option<Spec>, ApiE
         None | Some(ResponseFormat::Text) => None,
         Some(ResponseFormat::JsonObject) => Some(ConstraintSpec::JsonObject),
         Some(ResponseFormat::JsonSchema { json_schema }) => {
-            let schema = json_schema.schema.clone().ok_or_else(|| {
-                ApiError::invalid("response_format.json_schema.schema is required", "response_format")
-            })?;
+            let schema = json_schema
+                .schema
+                .clone()
+                .ok_or_else(|| ApiError::invalid("response_format.json_schema.schema is required", "response_format"))?;
             Some(ConstraintSpec::JsonSchema(schema))
         }
     };

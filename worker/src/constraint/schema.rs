@@ -31,13 +31,10 @@ impl OutputValidator {
         if !schema.is_object() {
             return Err(Refusal::InvalidSchema("a schema must be a JSON object".into()));
         }
-        jsonschema::meta::validate(schema)
-            .map_err(|e| Refusal::InvalidSchema(format!("{e} at {}", e.instance_path())))?;
+        jsonschema::meta::validate(schema).map_err(|e| Refusal::InvalidSchema(format!("{e} at {}", e.instance_path())))?;
         // Formats are asserted, not just annotated: the grammar enforces them, so the second layer must too.
-        let validator = jsonschema::options()
-            .should_validate_formats(true)
-            .build(schema)
-            .map_err(|e| Refusal::InvalidSchema(e.to_string()))?;
+        let validator =
+            jsonschema::options().should_validate_formats(true).build(schema).map_err(|e| Refusal::InvalidSchema(e.to_string()))?;
         Ok(Self { validator })
     }
 

@@ -19,7 +19,7 @@ use tokio::sync::mpsc;
 
 use crate::constraint::Compiled;
 
-pub use load::{load, Loaded, LoadSettings};
+pub use load::{load, LoadSettings, Loaded};
 pub use sampler::SamplingParams;
 
 /// One admitted request, as the engine sees it.
@@ -38,7 +38,10 @@ pub struct Job {
 #[derive(Debug)]
 pub enum Event {
     /// New text, and how many tokens this request has generated so far.
-    Delta { text: String, completion_tokens: u32 },
+    Delta {
+        text: String,
+        completion_tokens: u32,
+    },
     Done(Finished),
     Failed(EngineFailure),
 }
@@ -91,7 +94,11 @@ pub struct Latency {
 
 impl Default for Latency {
     fn default() -> Self {
-        Self { ttft: Histograms::new(&[], &LATENCY_BUCKETS), tpot: Histograms::new(&[], &LATENCY_BUCKETS), e2e: Histograms::new(&[], &LATENCY_BUCKETS) }
+        Self {
+            ttft: Histograms::new(&[], &LATENCY_BUCKETS),
+            tpot: Histograms::new(&[], &LATENCY_BUCKETS),
+            e2e: Histograms::new(&[], &LATENCY_BUCKETS),
+        }
     }
 }
 

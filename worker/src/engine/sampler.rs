@@ -37,15 +37,10 @@ impl Sampler {
     /// Samples among the tokens `allowed` admits. `None` when it admits none.
     pub fn sample(&mut self, logits: &[f32], allowed: impl Fn(u32) -> bool) -> Option<u32> {
         self.scratch.clear();
-        self.scratch.extend(
-            logits
-                .iter()
-                .enumerate()
-                .filter_map(|(id, &logit)| {
-                    let id = u32::try_from(id).ok()?;
-                    (logit.is_finite() && allowed(id)).then_some((id, logit))
-                }),
-        );
+        self.scratch.extend(logits.iter().enumerate().filter_map(|(id, &logit)| {
+            let id = u32::try_from(id).ok()?;
+            (logit.is_finite() && allowed(id)).then_some((id, logit))
+        }));
         if self.scratch.is_empty() {
             return None;
         }

@@ -73,11 +73,7 @@ impl Active {
                 generation_ms,
                 prompt_n: self.prompt_tokens(),
                 predicted_n: self.generated,
-                predicted_per_second: if generation_ms > 0.0 {
-                    f64::from(self.generated) * 1000.0 / generation_ms
-                } else {
-                    0.0
-                },
+                predicted_per_second: if generation_ms > 0.0 { f64::from(self.generated) * 1000.0 / generation_ms } else { 0.0 },
             },
         }
     }

@@ -37,8 +37,7 @@ async fn handle(state: &AppState, body: Result<Bytes, BytesRejection>) -> Result
         StatusCode::PAYLOAD_TOO_LARGE => ApiError::PayloadTooLarge(state.settings.max_body_bytes),
         _ => ApiError::InvalidJson(rejection.body_text()),
     })?;
-    let request: ChatCompletionRequest =
-        serde_json::from_slice(&body).map_err(|e| ApiError::InvalidJson(e.to_string()))?;
+    let request: ChatCompletionRequest = serde_json::from_slice(&body).map_err(|e| ApiError::InvalidJson(e.to_string()))?;
     let loaded = state.ready()?;
     let prepared = completion::prepare(&request, loaded, &state.settings.model_id, state.settings.default_max_tokens)
         .instrument(tracing::info_span!("prepare"))
@@ -53,12 +52,10 @@ async fn handle(state: &AppState, body: Result<Bytes, BytesRejection>) -> Result
     let events = prepared.submit(loaded)?;
     let meta = ResponseMeta::new(&request.model);
     // From the queue to the last token; a stream's relay task carries it to the stream's end.
-    let generation =
-        tracing::info_span!("generate", prompt_tokens = i64::from(prepared_prompt_tokens), stream = request.stream);
+    let generation = tracing::info_span!("generate", prompt_tokens = i64::from(prepared_prompt_tokens), stream = request.stream);
     if request.stream {
         let include_usage = request.include_usage();
-        return Ok(generation
-            .in_scope(|| stream::respond(meta, events, validator, tools, include_usage, prepared_prompt_tokens)));
+        return Ok(generation.in_scope(|| stream::respond(meta, events, validator, tools, include_usage, prepared_prompt_tokens)));
     }
     collect(meta, events, validator, tools).instrument(generation).await.map(|c| Json(c).into_response())
 }

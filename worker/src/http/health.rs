@@ -12,8 +12,7 @@ use super::AppState;
 
 pub(super) async fn health(State(state): State<AppState>) -> Response {
     let Some(loaded) = state.loaded.get() else {
-        return (StatusCode::SERVICE_UNAVAILABLE, Json(json!({"status": "loading", "model": state.settings.model_id})))
-            .into_response();
+        return (StatusCode::SERVICE_UNAVAILABLE, Json(json!({"status": "loading", "model": state.settings.model_id}))).into_response();
     };
     let settings = &loaded.settings;
     Json(json!({

@@ -18,9 +18,9 @@ use tracing::Instrument as _;
 use super::chat::ResponseMeta;
 use super::ApiError;
 use crate::constraint::OutputValidator;
+use crate::engine::{Event, Finished};
 use crate::tools::parse::{Piece, Splitter};
 use crate::tools::{ToolFormat, ToolRequest};
-use crate::engine::{Event, Finished};
 
 type Sender = mpsc::Sender<Result<SseEvent, Infallible>>;
 
@@ -158,7 +158,11 @@ async fn relay(
                 let mut out = Vec::new();
                 let mut failed = None;
                 if let Some(state) = &mut tools {
-                    let rest = if done.finish_reason == FinishReason::Stop { state.splitter.finish(&state.request) } else { Ok(state.splitter.cut()) };
+                    let rest = if done.finish_reason == FinishReason::Stop {
+                        state.splitter.finish(&state.request)
+                    } else {
+                        Ok(state.splitter.cut())
+                    };
                     match rest {
                         Ok(pieces) => out.extend(state.deltas(pieces).into_iter().map(|d| {
                             let mut chunk = writer.chunk(d, None);
@@ -204,10 +208,9 @@ async fn relay(
 /// The text a validator checks: for a generic-format tool answer, the `response` inside the JSON.
 fn answer_text(tools: &Option<ToolState>, content: &str) -> String {
     match tools {
-        Some(state) if state.request.format == ToolFormat::Generic => crate::tools::parse::parse(&state.request, content)
-            .ok()
-            .and_then(|p| p.content)
-            .unwrap_or_default(),
+        Some(state) if state.request.format == ToolFormat::Generic => {
+            crate::tools::parse::parse(&state.request, content).ok().and_then(|p| p.content).unwrap_or_default()
+        }
         _ => content.to_owned(),
     }
 }

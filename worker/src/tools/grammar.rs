@@ -50,11 +50,16 @@ pub fn lark(request: &ToolRequest, response_schema: Option<&Value>) -> Option<St
             if !request.parallel {
                 calls["maxItems"] = json!(1);
             }
-            let calls = json!({"type": "object", "properties": {"tool_calls": calls}, "required": ["tool_calls"], "additionalProperties": false});
+            let calls =
+                json!({"type": "object", "properties": {"tool_calls": calls}, "required": ["tool_calls"], "additionalProperties": false});
             let answer = match (must_call, response_schema) {
                 (true, _) => calls,
-                (false, Some(schema)) => json!({"anyOf": [calls, {"type": "object", "properties": {"response": schema}, "required": ["response"], "additionalProperties": false}]}),
-                (false, None) => json!({"anyOf": [calls, {"type": "object", "properties": {"response": {"type": "string"}}, "required": ["response"], "additionalProperties": false}]}),
+                (false, Some(schema)) => {
+                    json!({"anyOf": [calls, {"type": "object", "properties": {"response": schema}, "required": ["response"], "additionalProperties": false}]})
+                }
+                (false, None) => {
+                    json!({"anyOf": [calls, {"type": "object", "properties": {"response": {"type": "string"}}, "required": ["response"], "additionalProperties": false}]})
+                }
             };
             format!("start: %json {answer}\n")
         }

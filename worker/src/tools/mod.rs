@@ -130,7 +130,12 @@ fn tool(index: usize, value: &Value) -> Result<Tool, ApiError> {
 }
 
 fn choice(value: Option<&Value>, tools: &[Tool]) -> Result<Choice, ApiError> {
-    let bad = || ApiError::invalid("tool_choice must be auto, required, none or {\"type\": \"function\", \"function\": {\"name\": …}}", "tool_choice");
+    let bad = || {
+        ApiError::invalid(
+            "tool_choice must be auto, required, none or {\"type\": \"function\", \"function\": {\"name\": …}}",
+            "tool_choice",
+        )
+    };
     match value {
         None => Ok(Choice::Auto),
         Some(Value::String(s)) => match s.as_str() {

@@ -34,10 +34,17 @@ fn hermes_template_renders_tools_calls_and_results() {
         TemplateMessage {
             role: "assistant".into(),
             content: String::new(),
-            tool_calls: Some(vec![json!({"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": {"city": "Paris"}}})]),
+            tool_calls: Some(vec![
+                json!({"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": {"city": "Paris"}}}),
+            ]),
             ..Default::default()
         },
-        TemplateMessage { role: "tool".into(), content: "{\"temp_c\": 21}".into(), tool_call_id: Some("call_1".into()), ..Default::default() },
+        TemplateMessage {
+            role: "tool".into(),
+            content: "{\"temp_c\": 21}".into(),
+            tool_call_id: Some("call_1".into()),
+            ..Default::default()
+        },
     ];
     let out = template.render(&messages, Some(&tools.openai_json())).unwrap();
     assert!(out.contains("<tools>\n{\"function\":{\"description\":\"Weather in a city\",\"name\":\"get_weather\""), "{out}");
@@ -90,8 +97,20 @@ fn choices_are_checked_and_shape_the_grammar() {
     assert_eq!(named.choice, Choice::Named("get_weather".into()));
     let unknown = json!({"type": "function", "function": {"name": "nope"}});
     assert!(ToolRequest::from_request(Some(&weather_tools()), Some(&unknown), None, ToolFormat::Hermes).is_err());
-    assert!(ToolRequest::from_request(Some(&[json!({"type": "function", "function": {"name": "bad name"}})]), None, None, ToolFormat::Hermes).is_err());
-    assert!(ToolRequest::from_request(Some(&[json!({"type": "function", "function": {"name": "f", "parameters": {"type": 7}}})]), None, None, ToolFormat::Hermes).is_err());
+    assert!(ToolRequest::from_request(
+        Some(&[json!({"type": "function", "function": {"name": "bad name"}})]),
+        None,
+        None,
+        ToolFormat::Hermes
+    )
+    .is_err());
+    assert!(ToolRequest::from_request(
+        Some(&[json!({"type": "function", "function": {"name": "f", "parameters": {"type": 7}}})]),
+        None,
+        None,
+        ToolFormat::Hermes
+    )
+    .is_err());
 
     let eager = grammar::lark(&named, None).unwrap();
     assert!(eager.starts_with("start: \"<tool_call>\""), "{eager}");
