@@ -1,7 +1,8 @@
 //! runaii worker: one model replica behind an OpenAI-compatible HTTP API.
 //!
 //! `engine` owns llama.cpp (one thread, continuous batching), `constraint` compiles and enforces
-//! JSON Schema / GBNF constraints, `completion` turns requests into jobs, `http` is the thin surface.
+//! JSON Schema / GBNF constraints, `completion` turns requests into jobs, `http` is the thin surface. `error` is the one error type,
+//! below everything that returns it, so no module imports its caller.
 
 pub mod announce;
 pub mod app;
@@ -9,6 +10,7 @@ pub mod completion;
 pub mod config;
 pub mod constraint;
 pub mod engine;
+pub mod error;
 pub mod http;
 pub mod model_file;
 pub mod template;

@@ -4,7 +4,7 @@
 use runaii_wire::{ChatMessage, MessageContent};
 use serde_json::{json, Value};
 
-use crate::http::ApiError;
+use crate::error::ApiError;
 use crate::template::TemplateMessage;
 use crate::tools::{ToolFormat, ToolRequest};
 

@@ -11,7 +11,7 @@ use tokio::sync::mpsc;
 
 use crate::constraint::{Compiled, ConstraintSpec, OutputValidator};
 use crate::engine::{Event, Job, Loaded, SamplingParams};
-use crate::http::ApiError;
+use crate::error::ApiError;
 use crate::tools::{grammar, Choice, ToolFormat, ToolRequest};
 
 /// A checked request, ready to submit.

@@ -2,7 +2,6 @@
 
 mod auth;
 mod chat;
-mod error;
 mod health;
 mod metrics;
 mod stream;
@@ -13,13 +12,13 @@ use axum::extract::DefaultBodyLimit;
 use axum::routing::{get, post};
 use axum::Router;
 
-pub use error::ApiError;
 pub use metrics::HttpMetrics;
 
 use runaii_wire::worker_auth::WorkerSecrets;
 
 use crate::config::Settings;
 use crate::engine::Loaded;
+use crate::error::ApiError;
 
 /// Shared by every handler. `loaded` is empty while the model loads.
 #[derive(Debug, Clone)]

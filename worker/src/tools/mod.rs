@@ -14,7 +14,7 @@ use serde_json::Value;
 
 pub use format::{generic_instructions, ToolFormat};
 
-use crate::http::ApiError;
+use crate::error::ApiError;
 
 /// One offered function.
 #[derive(Debug, Clone)]

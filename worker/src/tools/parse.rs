@@ -4,7 +4,7 @@ use serde_json::Value;
 
 use super::format::{HERMES_CLOSE, HERMES_OPEN};
 use super::{ToolFormat, ToolRequest};
-use crate::http::ApiError;
+use crate::error::ApiError;
 
 /// One call read from the answer: the tool's name and its arguments as compact JSON text.
 #[derive(Debug, Clone, PartialEq, Eq)]
