@@ -106,7 +106,8 @@ pub struct DbArgs {
 pub struct Settings {
     #[command(flatten)]
     pub db: DbArgs,
-    /// May hold a password: never printed (`Debug` redacts it).
+    /// May hold a password: never printed (`Debug` redacts it). Several comma-separated node URLs mean a
+    /// Redis Cluster (rate limits, the worker registry and console sessions all work on one).
     #[arg(long, env = "REDIS_URL", default_value = "redis://127.0.0.1:6379", hide_env_values = true)]
     pub redis_url: SecretText,
     #[arg(long, env = "RUNAII_GATEWAY_ADDR", default_value = "127.0.0.1:8080")]

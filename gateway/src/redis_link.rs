@@ -3,12 +3,13 @@
 //! `ConnectionManager` reconnects by itself once it exists, but it cannot be created while Redis is
 //! down: a gateway that started during an outage would never use Redis again. `RedisLink` creates it
 //! on first use instead, at most once a second, and every command is bounded by a short timeout so an
-//! unreachable Redis costs a request milliseconds, not seconds.
+//! unreachable Redis costs a request milliseconds, not seconds. A URL listing several nodes is a Redis
+//! Cluster (`runaii_wire::redis_link`); the rest of the gateway does not know which it has.
 
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use runaii_wire::redis_link::{Connection, Target};
 
 /// How long one Redis round trip may take before it counts as Redis being unavailable.
 pub const COMMAND_TIMEOUT: Duration = Duration::from_millis(250);
@@ -16,14 +17,14 @@ pub const COMMAND_TIMEOUT: Duration = Duration::from_millis(250);
 const RECONNECT_EVERY: Duration = Duration::from_secs(1);
 
 pub struct RedisLink {
-    client: redis::Client,
+    target: Target,
     state: Mutex<Link>,
     connecting: tokio::sync::Mutex<()>,
 }
 
 #[derive(Default)]
 struct Link {
-    manager: Option<ConnectionManager>,
+    manager: Option<Connection>,
     /// When Redis last failed; for [`RECONNECT_EVERY`] after it, callers skip Redis without waiting.
     failed_at: Option<Instant>,
 }
@@ -38,7 +39,7 @@ impl RedisLink {
     /// # Errors
     /// A malformed Redis URL. An unreachable Redis is not an error here.
     pub async fn new(url: &str) -> anyhow::Result<Self> {
-        let link = Self { client: redis::Client::open(url)?, state: Mutex::default(), connecting: tokio::sync::Mutex::new(()) };
+        let link = Self { target: Target::open(url, COMMAND_TIMEOUT)?, state: Mutex::default(), connecting: tokio::sync::Mutex::new(()) };
         if link.connection().await.is_none() {
             tracing::warn!("redis unreachable at start; will retry on use");
         }
@@ -59,7 +60,7 @@ impl RedisLink {
     }
 
     /// A connection, or `None` while Redis is unreachable.
-    pub async fn connection(&self) -> Option<ConnectionManager> {
+    pub async fn connection(&self) -> Option<Connection> {
         if let Some(manager) = self.lock().manager.clone() {
             return Some(manager);
         }
@@ -71,11 +72,7 @@ impl RedisLink {
         if self.backing_off() {
             return None;
         }
-        let config = ConnectionManagerConfig::new()
-            .set_connection_timeout(COMMAND_TIMEOUT)
-            .set_response_timeout(COMMAND_TIMEOUT)
-            .set_number_of_retries(1);
-        let made = tokio::time::timeout(COMMAND_TIMEOUT * 2, ConnectionManager::new_with_config(self.client.clone(), config)).await;
+        let made = tokio::time::timeout(COMMAND_TIMEOUT * 2, self.target.connect(COMMAND_TIMEOUT)).await;
         match made {
             Ok(Ok(manager)) => {
                 tracing::info!("redis connected");
@@ -99,7 +96,7 @@ impl RedisLink {
     /// Redis for a second (the connection manager reconnects meanwhile), so an outage adds no latency.
     pub async fn run<T, F, Fut>(&self, command: F) -> Option<T>
     where
-        F: FnOnce(ConnectionManager) -> Fut,
+        F: FnOnce(Connection) -> Fut,
         Fut: std::future::Future<Output = redis::RedisResult<T>>,
     {
         if self.backing_off() {

@@ -61,6 +61,10 @@ pub struct Args {
     /// Reconcile even without a source named (fails), or with one.
     #[arg(long, conflicts_with = "no_reconcile")]
     pub reconcile: bool,
+    /// A gateway replica is killed during the run (`scripts/loadtest-replicas.sh`): a stream cut with no
+    /// record is noted, not a discrepancy; every completed answer must still be recorded exactly.
+    #[arg(long)]
+    pub replica_loss: bool,
     /// Skip reconciliation even when a source is given.
     #[arg(long)]
     pub no_reconcile: bool,

@@ -6,13 +6,14 @@
 //!
 //! Besides the types, what both binaries must do alike: the schema budget checked before any compile
 //! (`schema_budget`), the worker credential and signed registry announcements (`worker_auth`,
-//! `announcement`), Prometheus exposition (`metrics`) and stopping on SIGTERM (`shutdown`).
+//! `announcement`), Prometheus exposition (`metrics`), reaching Redis or a Redis Cluster (`redis_link`) and stopping on SIGTERM (`shutdown`).
 
 pub mod announcement;
 pub mod chat;
 pub mod error;
 pub mod metrics;
 pub mod openapi;
+pub mod redis_link;
 pub mod schema_budget;
 pub mod shutdown;
 pub mod worker_auth;

@@ -9,17 +9,21 @@ use std::time::Duration;
 
 use redis::AsyncCommands;
 use runaii_wire::announcement::{self, WorkerStatus, REGISTRY_KEY};
-use runaii_wire::worker_auth::WorkerSecrets;
+use runaii_wire::redis_link::Target;
+use runaii_wire::worker_auth::{SecretText, WorkerSecrets};
 
 use crate::engine::Loaded;
 
 const EVERY: Duration = Duration::from_secs(2);
 /// Three missed heartbeats and the announcement no longer counts.
 const LIFETIME_MS: u64 = 6_000;
+/// Bounds connecting and each command, so a hung Redis never holds up the next heartbeat for long.
+const REDIS_TIMEOUT: Duration = Duration::from_secs(1);
 
 #[derive(Debug)]
 pub struct Announcer {
-    pub redis_url: String,
+    /// May hold a password: `Debug` prints it redacted.
+    pub redis_url: SecretText,
     pub advertise_url: String,
     pub model_id: String,
     pub secrets: WorkerSecrets,
@@ -29,8 +33,9 @@ pub struct Announcer {
 impl Announcer {
     /// Runs until shutdown; a Redis outage is logged and retried, never fatal.
     pub async fn run(self) {
-        let client = match redis::Client::open(self.redis_url.as_str()) {
-            Ok(c) => c,
+        // One server, or a Redis Cluster when the URL lists several nodes: the same rule as the gateways'.
+        let target = match Target::open(self.redis_url.expose(), REDIS_TIMEOUT) {
+            Ok(t) => t,
             Err(e) => {
                 tracing::error!(error = %e, "bad redis url; not announcing");
                 return;
@@ -48,8 +53,7 @@ impl Announcer {
             }
             let Some(loaded) = self.loaded.get() else { continue };
             if connection.is_none() {
-                connection =
-                    client.get_multiplexed_async_connection().await.map_err(|e| tracing::warn!(error = %e, "redis unreachable")).ok();
+                connection = target.connect(REDIS_TIMEOUT).await.map_err(|e| tracing::warn!(error = %e, "redis unreachable")).ok();
             }
             let Some(conn) = connection.as_mut() else { continue };
             let status = WorkerStatus {

@@ -47,9 +47,10 @@ pub struct Settings {
     /// Largest request body accepted, in bytes.
     #[arg(long, env = "RUNAII_MAX_BODY_BYTES", default_value_t = 4 * 1024 * 1024)]
     pub max_body_bytes: usize,
-    /// Redis of the gateways' worker registry; when set, the worker announces itself there.
-    #[arg(long, env = "RUNAII_ANNOUNCE_REDIS_URL")]
-    pub announce_redis_url: Option<String>,
+    /// Redis of the gateways' worker registry; when set, the worker announces itself there. Several
+    /// comma-separated node URLs mean a Redis Cluster.
+    #[arg(long, env = "RUNAII_ANNOUNCE_REDIS_URL", hide_env_values = true)]
+    pub announce_redis_url: Option<SecretText>,
     /// The URL gateways reach this worker at (default: http://<listen>).
     #[arg(long, env = "RUNAII_ADVERTISE_URL")]
     pub advertise_url: Option<String>,

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use runaii_wire::ChatCompletionRequest;
 use rust_decimal::Decimal;
+use serde::Deserialize as _;
 use serde_json::{json, Value};
 
 use crate::auth::Caller;
@@ -37,7 +38,8 @@ pub async fn prepare(
     endpoint: &'static str,
     request_id: String,
 ) -> Result<Prepared, ApiError> {
-    let request: ChatCompletionRequest = serde_json::from_value(body.clone()).map_err(|e| ApiError::InvalidJson(e.to_string()))?;
+    // Read from the tree in place: no copy of the body.
+    let request = ChatCompletionRequest::deserialize(&body).map_err(|e| ApiError::InvalidJson(e.to_string()))?;
     let model = state.catalog.find_visible(&request.model, Some(caller.tenant_id)).ok_or(ApiError::ModelNotFound(request.model.clone()))?;
     if let Err((error, reason)) = structured::check_request_schemas(&body, model.context_length) {
         crate::metrics::global().schema_refusals.add(&[reason], 1);

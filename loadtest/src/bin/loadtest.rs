@@ -65,7 +65,7 @@ async fn main() -> anyhow::Result<ExitCode> {
             let (_, balance_after) = source.settled(tenant, args.settle_timeout).await?;
             let ids: Vec<String> = run.observations.iter().filter_map(|o| o.request_id.clone()).collect();
             let ledger = source.ledger(tenant, start, balance_before, balance_after, &ids).await?;
-            let expect = Expect { model: args.model.clone(), prices, max_tokens: args.max_tokens };
+            let expect = Expect { model: args.model.clone(), prices, max_tokens: args.max_tokens, replica_loss: args.replica_loss };
             Some(reconcile::check(&run.observations, &ledger, &expect))
         }
         _ => None,

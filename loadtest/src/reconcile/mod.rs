@@ -42,6 +42,10 @@ pub struct Expect {
     pub model: String,
     pub prices: Prices,
     pub max_tokens: u32,
+    /// A gateway replica is killed during the run: a stream it was sending breaks with no record, which
+    /// is then a note (nothing was charged, its hold is recovered), not a discrepancy. Every completed
+    /// answer must still have its record: a replica sends the last byte only once the record is durable.
+    pub replica_loss: bool,
 }
 
 /// Refusals the gateway answers after holding credit, and so records (`rejected`, cost 0).
@@ -119,6 +123,13 @@ pub fn check(observations: &[Observation], ledger: &Ledger, expect: &Expect) -> 
                 expect_delivered(&mut r, rec, o, expect, worst);
             }
             (Outcome::Broken { .. }, None) if !o.is_accepted() => unanswered += 1,
+            (Outcome::Broken { why }, None) if expect.replica_loss && o.kind.is_stream() => {
+                r.totals.cut_unrecorded += 1;
+                r.notes.push(format!(
+                    "{id} ({}): cut after {} content chunks ({why}) with no record and nothing charged: its replica died",
+                    o.kind, o.content_chunks
+                ));
+            }
             (Outcome::StreamFailed { .. }, None) if o.error_code.as_deref() == Some(LEDGER_UNAVAILABLE) => {
                 r.fail(
                     "unbilled_stream",

@@ -8,6 +8,8 @@ use serde::Serialize;
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Totals {
     pub records: usize,
+    /// Streams cut by a replica that died (`Expect::replica_loss`): neither recorded nor charged.
+    pub cut_unrecorded: usize,
     /// Σ `usage.cost` told for completed answers.
     pub told_completed: Decimal,
     /// Σ cost of abandoned streams' records.

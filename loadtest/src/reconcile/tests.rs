@@ -18,6 +18,7 @@ fn expect() -> Expect {
         model: "m".into(),
         prices: Prices { input_per_mtok: d("0.10"), output_per_mtok: d("0.30"), context_length: 4096 },
         max_tokens: 16,
+        replica_loss: false,
     }
 }
 
@@ -152,4 +153,23 @@ fn records_and_charges_nobody_asked_for_are_found() {
     assert!(all.contains("chatcmpl-stray: record (succeeded 200, 0.000004) of no request the client sent"), "{all}");
     assert!(all.contains("chatcmpl-stray: cost 0.000004 never charged"), "{all}");
     assert!(all.contains("chatcmpl-ghost: charge of -0.01 without a record in the window"), "{all}");
+}
+
+#[test]
+fn a_stream_cut_by_a_dead_replica_is_a_note_only_when_a_replica_was_killed() {
+    let (mut observations, ledger) = agreeing();
+    let why = "error decoding response body".to_owned();
+    observations.push(seen(6, Kind::Stream, 200, "chatcmpl-cut", Outcome::Broken { why }));
+    let report = check(&observations, &ledger, &expect());
+    assert_eq!(report.discrepancies.len(), 1, "{}", report.render());
+    assert_eq!(report.discrepancies[0].kind, "missing_record");
+
+    let replica_loss = Expect { replica_loss: true, ..expect() };
+    let report = check(&observations, &ledger, &replica_loss);
+    assert!(report.passed(), "{}", report.render());
+    assert_eq!(report.totals.cut_unrecorded, 1);
+    // A whole answer is sent only once recorded: one without a record is never excused.
+    observations.push(seen(7, Kind::Plain, 200, "chatcmpl-lost", Outcome::Broken { why: "reset".into() }));
+    let report = check(&observations, &ledger, &replica_loss);
+    assert_eq!(report.discrepancies.len(), 1, "{}", report.render());
 }

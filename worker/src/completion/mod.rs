@@ -1,6 +1,7 @@
 //! Turning a chat completion request into an engine job: every check that can refuse a request runs
 //! here, before admission, so a refused request never takes a slot or generates a token.
 
+pub mod answer;
 mod messages;
 
 use std::sync::Arc;

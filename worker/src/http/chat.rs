@@ -8,13 +8,13 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use runaii_wire::{AssistantMessage, ChatCompletion, ChatCompletionRequest, Choice, FinishReason, FunctionCall, ToolCall};
+use runaii_wire::{AssistantMessage, ChatCompletion, ChatCompletionRequest, Choice, FunctionCall, ToolCall};
 use tracing::Instrument as _;
 
 use super::{stream, ApiError, AppState};
-use crate::completion;
+use crate::completion::{self, answer};
 use crate::engine::Event;
-use crate::tools::parse::{self, Call};
+use crate::tools::parse::Call;
 use crate::tools::ToolRequest;
 
 /// A call as OpenAI answers it, with a fresh id.
@@ -93,21 +93,10 @@ async fn collect(
             Event::Delta { text, .. } => content.push_str(&text),
             Event::Failed(failure) => return Err(failure.into()),
             Event::Done(done) => {
-                let mut finish_reason = done.finish_reason;
-                let mut message = AssistantMessage { role: "assistant".into(), content: Some(content), refusal: None, tool_calls: None };
-                if let (Some(tools), FinishReason::Stop) = (&tools, finish_reason) {
-                    let parsed = parse::parse(tools, message.content.as_deref().unwrap_or_default())?;
-                    if !parsed.calls.is_empty() {
-                        finish_reason = FinishReason::ToolCalls;
-                        message.tool_calls = Some(parsed.calls.into_iter().map(tool_call).collect());
-                    }
-                    message.content = parsed.content;
-                }
-                // A cut answer is reported as cut (finish_reason "length"); only a complete one is held
-                // to the schema (with tools: a text answer, not a call).
-                if let (Some(v), FinishReason::Stop) = (&validator, finish_reason) {
-                    v.check(message.content.as_deref().unwrap_or_default())?;
-                }
+                let ending = answer::conclude(content, done.finish_reason, tools.as_deref(), validator.as_deref())?;
+                let calls = (!ending.calls.is_empty()).then(|| ending.calls.into_iter().map(tool_call).collect());
+                let message = AssistantMessage { role: "assistant".into(), content: ending.content, refusal: None, tool_calls: calls };
+                let finish_reason = ending.finish_reason;
                 return Ok(ChatCompletion {
                     id: meta.id,
                     object: "chat.completion".into(),

@@ -17,10 +17,11 @@ use tracing::Instrument as _;
 
 use super::chat::ResponseMeta;
 use super::ApiError;
+use crate::completion::answer;
 use crate::constraint::OutputValidator;
 use crate::engine::{Event, Finished};
 use crate::tools::parse::{Piece, Splitter};
-use crate::tools::{ToolFormat, ToolRequest};
+use crate::tools::ToolRequest;
 
 type Sender = mpsc::Sender<Result<SseEvent, Infallible>>;
 
@@ -134,7 +135,7 @@ async fn relay(
         };
         let (outgoing, ended) = match event {
             Some(Event::Delta { text, completion_tokens }) => {
-                if validator.is_some() {
+                if validator.is_some() || tools.is_some() {
                     content.push_str(&text);
                 }
                 let deltas = match &mut tools {
@@ -171,16 +172,15 @@ async fn relay(
                         })),
                         Err(e) => failed = Some(e),
                     }
-                    if state.calls > 0 && done.finish_reason == FinishReason::Stop {
-                        done.finish_reason = FinishReason::ToolCalls;
-                        // The text is calls, not an answer to hold to response_format.
-                        content.clear();
-                    }
                 }
-                let checked = match (&validator, done.finish_reason, failed) {
-                    (_, _, Some(e)) => Err(e),
-                    (Some(v), FinishReason::Stop, None) => v.check(&answer_text(&tools, &content)).map_err(ApiError::from),
-                    _ => Ok(()),
+                let text = std::mem::take(&mut content);
+                let request = tools.as_ref().map(|state| &*state.request);
+                let checked = match failed {
+                    Some(e) => Err(e),
+                    // The calls already went out as deltas; what is left is the ending and the schema check.
+                    None => answer::conclude(text, done.finish_reason, request, validator.as_deref()).map(|ending| {
+                        done.finish_reason = ending.finish_reason;
+                    }),
                 };
                 match checked {
                     Ok(()) => {
@@ -202,15 +202,5 @@ async fn relay(
         if ended {
             return;
         }
-    }
-}
-
-/// The text a validator checks: for a generic-format tool answer, the `response` inside the JSON.
-fn answer_text(tools: &Option<ToolState>, content: &str) -> String {
-    match tools {
-        Some(state) if state.request.format == ToolFormat::Generic => {
-            crate::tools::parse::parse(&state.request, content).ok().and_then(|p| p.content).unwrap_or_default()
-        }
-        _ => content.to_owned(),
     }
 }
