@@ -16,6 +16,9 @@ fn assert_usage(body: &Value) {
     let (p, c, t) = (u["prompt_tokens"].as_u64().unwrap(), u["completion_tokens"].as_u64().unwrap(), u["total_tokens"].as_u64().unwrap());
     assert!(p > 0 && c > 0, "usage counts tokens: {u}");
     assert_eq!(p + c, t);
+    // Always present, as OpenAI sends it: SDK code reads it without a null check.
+    let cached = u["prompt_tokens_details"]["cached_tokens"].as_u64().expect("usage.prompt_tokens_details.cached_tokens");
+    assert!(cached < p, "at least the last prompt token is decoded: {u}");
     let timings = &body["timings"];
     for key in ["queue_ms", "prompt_ms", "generation_ms"] {
         assert!(timings[key].as_f64().is_some(), "timings.{key} present: {timings}");
