@@ -100,7 +100,12 @@ impl ChatTemplate {
 
     /// # Errors
     /// When the template raises (for example on roles it does not allow).
-    pub fn render(&self, messages: &[TemplateMessage], tools: Option<&[serde_json::Value]>, thinking: &Thinking) -> Result<String, TemplateError> {
+    pub fn render(
+        &self,
+        messages: &[TemplateMessage],
+        tools: Option<&[serde_json::Value]>,
+        thinking: &Thinking,
+    ) -> Result<String, TemplateError> {
         let template = self.env.get_template("chat").map_err(|e| TemplateError(e.to_string()))?;
         // An undefined variable, not `none`, where the request says nothing: templates test `is defined`.
         let mut ctx = context! {

@@ -38,7 +38,9 @@ fn penalties(request: &ChatCompletionRequest, constrained_json: bool) -> Result<
     let multiplier = in_range(request.dry_multiplier, 0.0, 5.0, "dry_multiplier")?;
     let base = in_range(request.dry_base, 1.0, 4.0, "dry_base")?.unwrap_or(default.base);
     let allowed_length = match request.dry_allowed_length {
-        Some(n) if !(1..=100).contains(&n) => return Err(ApiError::invalid("dry_allowed_length must be between 1 and 100", "dry_allowed_length")),
+        Some(n) if !(1..=100).contains(&n) => {
+            return Err(ApiError::invalid("dry_allowed_length must be between 1 and 100", "dry_allowed_length"))
+        }
         Some(n) => n as usize,
         None => default.allowed_length,
     };

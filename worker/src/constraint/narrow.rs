@@ -124,7 +124,9 @@ fn unique_items(map: &mut Map<String, Value>) {
 }
 
 fn required_keys(map: &Map<String, Value>) -> Vec<String> {
-    map.get("required").and_then(Value::as_array).map_or_else(Vec::new, |r| r.iter().filter_map(|k| k.as_str().map(str::to_owned)).collect())
+    map.get("required")
+        .and_then(Value::as_array)
+        .map_or_else(Vec::new, |r| r.iter().filter_map(|k| k.as_str().map(str::to_owned)).collect())
 }
 
 fn forbid(map: &mut Map<String, Value>, key: &str) {
@@ -356,7 +358,8 @@ mod tests {
 
     #[test]
     fn property_names_close_an_object_whose_keys_all_fit() {
-        let out = narrowed(json!({"properties": {"ab": {}}, "propertyNames": {"$ref": "#/$defs/k"}, "$defs": {"k": {"pattern": "^[a-z]+$"}}}));
+        let out =
+            narrowed(json!({"properties": {"ab": {}}, "propertyNames": {"$ref": "#/$defs/k"}, "$defs": {"k": {"pattern": "^[a-z]+$"}}}));
         assert_eq!(out["additionalProperties"], json!(false));
         assert!(out.get("propertyNames").is_none());
         assert!(narrowed(json!({"propertyNames": {"type": "string"}})).get("propertyNames").is_none());
