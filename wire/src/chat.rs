@@ -66,6 +66,34 @@ pub struct ChatCompletionRequest {
     /// Extension (llama.cpp): a GBNF grammar the answer must match. Exclusive with `response_format`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub grammar: Option<String>,
+    /// −2 to 2; 0 by default. Lowers a token's logit by this much for each time the answer already used it.
+    #[serde(default, deserialize_with = "finite_f32", skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = -2, maximum = 2)]
+    pub frequency_penalty: Option<f32>,
+    /// −2 to 2; 0 by default. Lowers the logit of every token the answer already used by this much.
+    #[serde(default, deserialize_with = "finite_f32", skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = -2, maximum = 2)]
+    pub presence_penalty: Option<f32>,
+    /// Extension (llama.cpp's DRY repetition guard): 0 turns it off. A token that would extend a repeat of
+    /// `n ≥ dry_allowed_length` tokens of the answer loses `dry_multiplier · dry_base^(n − dry_allowed_length)`.
+    /// Off by default, except for `json_schema` answers: 0.8, base 1.75, allowed length 2.
+    #[serde(default, deserialize_with = "finite_f32", skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 0, maximum = 5)]
+    pub dry_multiplier: Option<f32>,
+    /// Extension: 1 to 4; 1.75 by default.
+    #[serde(default, deserialize_with = "finite_f32", skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 1, maximum = 4)]
+    pub dry_base: Option<f32>,
+    /// Extension: 1 to 100; 2 by default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 1, maximum = 100)]
+    pub dry_allowed_length: Option<u32>,
+    /// `none`, `minimal`, `low`, `medium`, `high` or `xhigh`. Honoured where the model's chat template
+    /// has a thinking switch (`none` turns thinking off, any other level on) or effort levels (passed on);
+    /// elsewhere only `none` is accepted. A constrained answer is written without thinking.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(pattern = "^(none|minimal|low|medium|high|xhigh)$", example = "low")]
+    pub reasoning_effort: Option<String>,
 }
 
 /// An `f32` that is finite. From JSON text serde_json refuses a number beyond `f32`'s range, but from a
@@ -197,12 +225,37 @@ pub struct Usage {
     pub prompt_tokens: u32,
     pub completion_tokens: u32,
     pub total_tokens: u32,
+    /// Always sent, as OpenAI does: SDK code reads `usage.prompt_tokens_details.cached_tokens` without
+    /// checking for null. Read as zero from a body that lacks it (an older worker).
+    #[serde(default)]
+    pub prompt_tokens_details: PromptTokensDetails,
+}
+
+/// How the prompt was read.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct PromptTokensDetails {
+    /// Prompt tokens found in the worker's cache (a prefix an earlier request left in the KV cache) and
+    /// not computed again; included in `prompt_tokens`.
+    #[serde(default)]
+    pub cached_tokens: u32,
 }
 
 impl Usage {
     #[must_use]
     pub fn new(prompt_tokens: u32, completion_tokens: u32) -> Self {
-        Self { prompt_tokens, completion_tokens, total_tokens: prompt_tokens + completion_tokens }
+        Self {
+            prompt_tokens,
+            completion_tokens,
+            total_tokens: prompt_tokens + completion_tokens,
+            prompt_tokens_details: PromptTokensDetails::default(),
+        }
+    }
+
+    /// The same counts, with `cached` of the prompt tokens read from the cache.
+    #[must_use]
+    pub fn with_cached(mut self, cached: u32) -> Self {
+        self.prompt_tokens_details.cached_tokens = cached;
+        self
     }
 }
 
@@ -213,7 +266,11 @@ pub struct Timings {
     pub queue_ms: f64,
     pub prompt_ms: f64,
     pub generation_ms: f64,
+    /// Prompt tokens decoded for this request: the prompt less what the cache held.
     pub prompt_n: u32,
+    /// Prompt tokens reused from the KV cache (llama-server's name).
+    #[serde(default)]
+    pub cache_n: u32,
     pub predicted_n: u32,
     pub predicted_per_second: f64,
 }
@@ -355,13 +412,13 @@ mod tests {
 
     #[test]
     fn floats_beyond_f32_are_refused_from_text_and_from_values_alike() {
-        for field in ["temperature", "top_p"] {
+        for field in ["temperature", "top_p", "frequency_penalty", "presence_penalty", "dry_multiplier", "dry_base"] {
             let body = serde_json::json!({"model": "m", "messages": [], field: 1e39});
             assert!(serde_json::from_str::<ChatCompletionRequest>(&body.to_string()).is_err(), "{field} from text");
             assert!(serde_json::from_value::<ChatCompletionRequest>(body).is_err(), "{field} from a Value");
             let fine = serde_json::json!({"model": "m", "messages": [], field: 0.5, "top_k": null});
             let request = serde_json::from_value::<ChatCompletionRequest>(fine).unwrap();
-            assert_eq!(request.temperature.or(request.top_p), Some(0.5));
+            assert_eq!(serde_json::to_value(&request).unwrap()[field], 0.5);
         }
         let absent =
             serde_json::from_value::<ChatCompletionRequest>(serde_json::json!({"model": "m", "messages": [], "temperature": null}))

@@ -32,6 +32,10 @@ pub struct Settings {
     /// Most tokens fed to llama.cpp in one decode call.
     #[arg(long, env = "RUNAII_BATCH_SIZE", default_value_t = 512)]
     pub batch_size: u32,
+    /// Keep each finished request's KV cache and give the next prompt that shares its prefix that sequence,
+    /// so the shared part is not decoded again (`usage.prompt_tokens_details.cached_tokens`).
+    #[arg(long, env = "RUNAII_PREFIX_CACHE", default_value_t = true, action = clap::ArgAction::Set)]
+    pub prefix_cache: bool,
     /// Requests that may wait for a free slot; past this the worker answers 503.
     #[arg(long, env = "RUNAII_QUEUE_DEPTH", default_value_t = 64)]
     pub queue_depth: usize,
@@ -85,6 +89,7 @@ impl Settings {
             queue_depth: self.queue_depth,
             gpu_layers: self.gpu_layers,
             chat_template_file: self.chat_template_file.clone(),
+            prefix_cache: self.prefix_cache,
         }
     }
 }

@@ -38,6 +38,18 @@ pub struct ChatTemplate {
     pub tool_format: ToolFormat,
     /// False when the model had no template and ChatML stands in.
     pub from_model: bool,
+    /// The template reads `enable_thinking` (Qwen3 and its kin): thinking can be switched off.
+    pub thinking_switch: bool,
+    /// The template reads `reasoning_effort` (gpt-oss's Harmony): it has effort levels.
+    pub effort_levels: bool,
+}
+
+/// What the template is told about thinking; `None` leaves a variable undefined, so the template's own
+/// default holds.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Thinking {
+    pub enable_thinking: Option<bool>,
+    pub reasoning_effort: Option<String>,
 }
 
 impl ChatTemplate {
@@ -68,6 +80,8 @@ impl ChatTemplate {
         let source = source.unwrap_or_else(|| FALLBACK_TEMPLATE.to_owned());
         let supports_tools = from_model && source.contains("tools");
         let tool_format = if from_model { ToolFormat::detect(&source) } else { ToolFormat::Generic };
+        let thinking_switch = source.contains("enable_thinking");
+        let effort_levels = source.contains("reasoning_effort");
         let mut env = Environment::new();
         minijinja_contrib::add_to_environment(&mut env);
         env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
@@ -75,7 +89,7 @@ impl ChatTemplate {
             Err(JinjaError::new(ErrorKind::InvalidOperation, message))
         });
         env.add_template_owned("chat", source).map_err(|e| anyhow::anyhow!("the model's chat template does not parse: {e}"))?;
-        Ok(Self { env, bos_token, eos_token, supports_tools, tool_format, from_model })
+        Ok(Self { env, bos_token, eos_token, supports_tools, tool_format, from_model, thinking_switch, effort_levels })
     }
 
     /// The model's BOS token as text (empty when it has none).
@@ -86,17 +100,28 @@ impl ChatTemplate {
 
     /// # Errors
     /// When the template raises (for example on roles it does not allow).
-    pub fn render(&self, messages: &[TemplateMessage], tools: Option<&[serde_json::Value]>) -> Result<String, TemplateError> {
+    pub fn render(
+        &self,
+        messages: &[TemplateMessage],
+        tools: Option<&[serde_json::Value]>,
+        thinking: &Thinking,
+    ) -> Result<String, TemplateError> {
         let template = self.env.get_template("chat").map_err(|e| TemplateError(e.to_string()))?;
-        template
-            .render(context! {
-                messages => messages,
-                tools => tools,
-                add_generation_prompt => true,
-                bos_token => self.bos_token,
-                eos_token => self.eos_token,
-            })
-            .map_err(|e| TemplateError(e.to_string()))
+        // An undefined variable, not `none`, where the request says nothing: templates test `is defined`.
+        let mut ctx = context! {
+            messages => messages,
+            tools => tools,
+            add_generation_prompt => true,
+            bos_token => self.bos_token,
+            eos_token => self.eos_token,
+        };
+        if let Some(enable) = thinking.enable_thinking {
+            ctx = context! { enable_thinking => enable, ..ctx };
+        }
+        if let Some(effort) = &thinking.reasoning_effort {
+            ctx = context! { reasoning_effort => effort, ..ctx };
+        }
+        template.render(ctx).map_err(|e| TemplateError(e.to_string()))
     }
 }
 
@@ -111,7 +136,7 @@ mod tests {
     #[test]
     fn fallback_is_chatml() {
         let t = ChatTemplate::new(None, String::new(), String::new()).expect("fallback parses");
-        let out = t.render(&[msg("user", "hi")], None).expect("renders");
+        let out = t.render(&[msg("user", "hi")], None, &Thinking::default()).expect("renders");
         assert_eq!(out, "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n");
         assert!(!t.supports_tools);
     }
@@ -120,14 +145,25 @@ mod tests {
     fn raise_exception_becomes_an_error() {
         let src = "{% if messages[0].role != 'user' %}{{ raise_exception('first must be user') }}{% endif %}ok";
         let t = ChatTemplate::new(Some(src.into()), String::new(), String::new()).expect("parses");
-        assert!(t.render(&[msg("assistant", "x")], None).is_err());
-        assert_eq!(t.render(&[msg("user", "x")], None).expect("renders"), "ok");
+        assert!(t.render(&[msg("assistant", "x")], None, &Thinking::default()).is_err());
+        assert_eq!(t.render(&[msg("user", "x")], None, &Thinking::default()).expect("renders"), "ok");
+    }
+
+    #[test]
+    fn thinking_variables_reach_the_template_only_when_set() {
+        let src = "{% if enable_thinking is defined and enable_thinking is false %}off{% else %}on{% endif %}:{{ reasoning_effort | default('unset') }}";
+        let t = ChatTemplate::new(Some(src.into()), String::new(), String::new()).expect("parses");
+        assert!(t.thinking_switch && t.effort_levels);
+        let render = |thinking: &Thinking| t.render(&[msg("user", "x")], None, thinking).expect("renders");
+        assert_eq!(render(&Thinking::default()), "on:unset");
+        assert_eq!(render(&Thinking { enable_thinking: Some(false), reasoning_effort: Some("low".into()) }), "off:low");
+        assert!(!ChatTemplate::new(None, String::new(), String::new()).expect("fallback").thinking_switch);
     }
 
     #[test]
     fn python_string_methods_work() {
         let src = "{{ messages[0].content.strip() }}";
         let t = ChatTemplate::new(Some(src.into()), String::new(), String::new()).expect("parses");
-        assert_eq!(t.render(&[msg("user", "  x  ")], None).expect("renders"), "x");
+        assert_eq!(t.render(&[msg("user", "  x  ")], None, &Thinking::default()).expect("renders"), "x");
     }
 }

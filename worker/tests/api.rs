@@ -16,6 +16,9 @@ fn assert_usage(body: &Value) {
     let (p, c, t) = (u["prompt_tokens"].as_u64().unwrap(), u["completion_tokens"].as_u64().unwrap(), u["total_tokens"].as_u64().unwrap());
     assert!(p > 0 && c > 0, "usage counts tokens: {u}");
     assert_eq!(p + c, t);
+    // Always present, as OpenAI sends it: SDK code reads it without a null check.
+    let cached = u["prompt_tokens_details"]["cached_tokens"].as_u64().expect("usage.prompt_tokens_details.cached_tokens");
+    assert!(cached < p, "at least the last prompt token is decoded: {u}");
     let timings = &body["timings"];
     for key in ["queue_ms", "prompt_ms", "generation_ms"] {
         assert!(timings[key].as_f64().is_some(), "timings.{key} present: {timings}");
@@ -164,11 +167,12 @@ async fn bad_input_is_a_clear_4xx_and_the_worker_lives() {
     let schema_format = |schema: Value| json!({"type": "json_schema", "json_schema": {"name": "x", "schema": schema}});
     assert_error(json!({"model": MODEL, "messages": user, "response_format": schema_format(json!({"type": 5}))}), 400, "invalid_schema")
         .await;
-    // Valid JSON Schema keywords the engine cannot enforce are refused, never dropped.
+    // Valid JSON Schema keywords the engine cannot enforce, even narrowed (`constraint/narrow.rs`), are
+    // refused, never dropped.
     for schema in [
-        json!({"type": "array", "items": {"type": "integer"}, "uniqueItems": true}),
-        json!({"type": "object", "not": {"required": ["a"]}}),
-        json!({"type": "string", "format": "no-such-format"}),
+        json!({"type": "array", "items": {"type": "integer"}, "uniqueItems": true, "minItems": 2}),
+        json!({"type": "string", "not": {"pattern": "^a"}}),
+        json!({"type": "string", "format": "regex"}),
     ] {
         assert_error(json!({"model": MODEL, "messages": user, "response_format": schema_format(schema)}), 400, "grammar_rejected").await;
     }

@@ -11,7 +11,8 @@
 //!   answer cut by max_tokens (reported as `length`), or a 400 refusal; never a 5xx.
 //!
 //! `BENCH_REFUSALS=1 cargo test -p runaii-worker --test jsonschemabench -- --nocapture` lists each
-//! refused schema with its reason.
+//! refused schema with its reason. `BENCH_DRY=0` sends `dry_multiplier: 0`, turning off the repetition
+//! guard constrained requests get by default (the "before" column of `docs/benchmarks.md`).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -196,13 +197,16 @@ async fn every_schema_yields_valid_json_or_a_refusal() {
         .map(|case| {
             let base = base.clone();
             async move {
-                let req = json!({
+                let mut req = json!({
                     "model": common::MODEL,
                     "messages": [{"role": "user", "content": "Write one realistic example JSON document for this schema."}],
                     "temperature": 0,
                     "max_tokens": 300,
                     "response_format": {"type": "json_schema", "json_schema": {"name": "bench", "schema": case.schema}}
                 });
+                if std::env::var("BENCH_DRY").is_ok_and(|v| v == "0") {
+                    req["dry_multiplier"] = json!(0);
+                }
                 let (status, body) = common::post(&base, &req).await;
                 let outcome = match status {
                     200 => {
@@ -233,6 +237,16 @@ async fn every_schema_yields_valid_json_or_a_refusal() {
         .collect()
         .await;
     let count = |o: &str| outcomes.iter().filter(|(_, x)| x == o).count();
+    let mut splits = std::collections::BTreeMap::<&str, [usize; 3]>::new();
+    for (name, outcome) in &outcomes {
+        let split = name.split("__").next().unwrap_or(name);
+        let cell = ["valid", "cut", "refused"].iter().position(|o| o == outcome).unwrap();
+        splits.entry(split).or_default()[cell] += 1;
+    }
+    eprintln!("| split | valid | cut | refused |\n|---|---|---|---|");
+    for (split, [valid, cut, refused]) in &splits {
+        eprintln!("| {split} | {valid} | {cut} | {refused} |");
+    }
     eprintln!("generation over 200 schemas: {} valid, {} cut at max_tokens, {} refused", count("valid"), count("cut"), count("refused"));
     assert_eq!(outcomes.len(), 200);
     assert!(count("valid") >= 60, "most enforced schemas complete within 300 tokens");

@@ -3,6 +3,8 @@
 
 pub mod answer;
 mod messages;
+mod reasoning;
+mod sampling;
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -92,7 +94,9 @@ pub async fn prepare(
     if request.stream_options.is_some() && !request.stream {
         return Err(ApiError::invalid("stream_options is only allowed when stream is true", "stream_options"));
     }
-    let sampling = sampling(request)?;
+    // Constrained JSON answers get the repetition guard by default: that is where small models loop.
+    let json_schema = tools.is_none() && matches!(request.response_format, Some(ResponseFormat::JsonSchema { .. }));
+    let sampling = sampling::params(request, json_schema)?;
     let stop = request.stop.clone().map(runaii_wire::StopSequences::into_vec).unwrap_or_default();
     if stop.len() > MAX_STOP_SEQUENCES || stop.iter().any(String::is_empty) {
         return Err(ApiError::invalid("stop takes up to 4 non-empty strings", "stop"));
@@ -102,10 +106,14 @@ pub async fn prepare(
         None => (constraint_spec(request)?, None),
     };
 
+    // With tools the tool grammar decides (`auto` is lazy: the model may think before calling).
+    let json_answer = matches!(request.response_format, Some(ResponseFormat::JsonSchema { .. } | ResponseFormat::JsonObject));
+    let constrained = tools.is_none() && (json_answer || request.grammar.is_some());
+    let thinking = reasoning::thinking(request, &loaded.template, constrained)?;
     let tool_json = tools.as_ref().filter(|t| t.format == ToolFormat::Hermes).map(|t| t.openai_json());
     let rendered = loaded
         .template
-        .render(&messages::for_template(&request.messages, tools.as_ref())?, tool_json.as_deref())
+        .render(&messages::for_template(&request.messages, tools.as_ref())?, tool_json.as_deref(), &thinking)
         .map_err(|e| ApiError::InvalidRequest { message: e.to_string(), param: Some("messages"), code: "invalid_messages" })?;
     let prompt = tokenize(loaded, &rendered);
     let max_tokens = max_tokens(request, prompt.len(), loaded.settings.ctx_per_slot, default_max_tokens)?;
@@ -151,26 +159,6 @@ fn tool_constraint(request: &ChatCompletionRequest, tools: &ToolRequest) -> Resu
         Some(lark) => Ok((Some((ConstraintSpec::Lark(lark), "tools")), validator)),
         None => Ok((plain, validator)),
     }
-}
-
-fn sampling(request: &ChatCompletionRequest) -> Result<SamplingParams, ApiError> {
-    let defaults = SamplingParams::default();
-    let temperature = request.temperature.unwrap_or(defaults.temperature);
-    if !(0.0..=2.0).contains(&temperature) {
-        return Err(ApiError::invalid("temperature must be between 0 and 2", "temperature"));
-    }
-    let top_p = request.top_p.unwrap_or(defaults.top_p);
-    if !(top_p > 0.0 && top_p <= 1.0) {
-        return Err(ApiError::invalid("top_p must be greater than 0 and at most 1", "top_p"));
-    }
-    let top_k = match request.top_k {
-        None => defaults.top_k,
-        Some(0) => usize::MAX,
-        Some(k) => k as usize,
-    };
-    // Without a seed each request draws its own; with one, the same request samples the same tokens.
-    let seed = request.seed.map_or_else(rand::random, |s| s as u64);
-    Ok(SamplingParams { temperature, top_p, top_k, seed })
 }
 
 /// A constraint and the request field it came from (named in a refusal).

@@ -8,6 +8,7 @@
 
 mod cache;
 mod gbnf;
+mod narrow;
 mod one_of;
 mod paths;
 mod schema;

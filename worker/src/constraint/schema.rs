@@ -72,6 +72,8 @@ fn zero_without_sign(value: &mut Value) {
 /// The schema handed to llguidance: the caller's schema narrowed so that every answer is valid against
 /// the original, exact and short:
 ///
+/// - keywords the engine does not implement rewritten into ones it does, exactly or narrower
+///   (`narrow.rs`);
 /// - tightened where the engine would admit more than the validator accepts, and objects closed
 ///   (`tighten.rs`);
 /// - every `oneOf` becomes an `anyOf` of branches proven exclusive (`one_of.rs`), or the schema is
@@ -84,6 +86,7 @@ fn zero_without_sign(value: &mut Value) {
 /// [`Refusal::Unenforceable`] for a `oneOf` whose branches cannot be told apart.
 pub(super) fn for_grammar(schema: &Value) -> Result<Value, Refusal> {
     let mut grammar = schema.clone();
+    super::narrow::narrow(&mut grammar);
     super::tighten::tighten(&mut grammar);
     super::one_of::make_exact(&mut grammar, schema)?;
     if let Value::Object(map) = &mut grammar {

@@ -11,6 +11,7 @@ use llama_cpp_2::model::params::LlamaModelParams;
 use llama_cpp_2::model::LlamaModel;
 use tokio::sync::{mpsc, oneshot};
 
+use super::prefix::CachedPrefix;
 use super::scheduler::Scheduler;
 use super::{EngineStats, Job};
 use crate::constraint::ConstraintCompiler;
@@ -26,6 +27,8 @@ pub struct LoadSettings {
     pub queue_depth: usize,
     pub gpu_layers: u32,
     pub chat_template_file: Option<PathBuf>,
+    /// Keep finished requests' KV caches for prompts that share their prefix.
+    pub prefix_cache: bool,
 }
 
 /// Everything the HTTP side needs once the model is up.
@@ -88,6 +91,9 @@ pub fn load(settings: LoadSettings) -> oneshot::Receiver<anyhow::Result<Arc<Load
             jobs: jobs_rx,
             stats,
             slots: (0..settings.slots).map(|_| None).collect(),
+            caches: (0..settings.slots).map(|_| CachedPrefix::default()).collect(),
+            clock: 0,
+            prefix_cache: settings.prefix_cache,
             batch: LlamaBatch::new(batch_size, i32::try_from(settings.slots).unwrap_or(1)),
             batch_size,
         }

@@ -2,7 +2,10 @@
 //! (continuous batching). The HTTP side talks to it through a bounded job queue and per-request event
 //! channels.
 
+mod admission;
 mod load;
+mod prefix;
+mod repetition;
 mod sampler;
 mod scheduler;
 mod slot;
@@ -20,6 +23,7 @@ use tokio::sync::mpsc;
 use crate::constraint::Compiled;
 
 pub use load::{load, LoadSettings, Loaded};
+pub use repetition::{Dry, Penalties};
 pub use sampler::SamplingParams;
 
 /// One admitted request, as the engine sees it.
@@ -37,10 +41,12 @@ pub struct Job {
 /// What the engine tells a request, in order: deltas, then exactly one `Done` or `Failed`.
 #[derive(Debug)]
 pub enum Event {
-    /// New text, and how many tokens this request has generated so far.
+    /// New text, how many tokens this request has generated so far, and how many of its prompt tokens
+    /// came from the cache (for the running usage of a stream a client may abandon).
     Delta {
         text: String,
         completion_tokens: u32,
+        cached_tokens: u32,
     },
     Done(Finished),
     Failed(EngineFailure),
@@ -73,6 +79,8 @@ pub struct EngineStats {
     pub failed: AtomicU64,
     pub disconnected: AtomicU64,
     pub prompt_tokens: AtomicU64,
+    /// Prompt tokens found in a sequence's KV cache at admission, and not decoded again.
+    pub prompt_cached_tokens: AtomicU64,
     pub completion_tokens: AtomicU64,
     pub active_slots: AtomicU64,
     pub decode_steps: AtomicU64,

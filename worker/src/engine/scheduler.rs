@@ -1,5 +1,5 @@
-//! The decode loop: admit jobs into free sequences, build one batch from every active sequence
-//! (generating sequences first, then prompt chunks), decode, sample, repeat.
+//! The decode loop: admit jobs into free sequences (`admission.rs`), build one batch from every active
+//! sequence (generating sequences first, then prompt chunks), decode, sample, repeat.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -13,6 +13,7 @@ use llama_cpp_2::token::LlamaToken;
 use runaii_wire::FinishReason;
 use tokio::sync::mpsc;
 
+use super::prefix::CachedPrefix;
 use super::slot::Active;
 use super::{EngineFailure, EngineStats, Event, Job};
 use crate::constraint::ActiveConstraint;
@@ -23,6 +24,12 @@ pub(super) struct Scheduler<'m> {
     pub jobs: mpsc::Receiver<Job>,
     pub stats: Arc<EngineStats>,
     pub slots: Vec<Option<Active>>,
+    /// What each sequence's KV cache holds while it is free (see `prefix.rs`).
+    pub caches: Vec<CachedPrefix>,
+    /// Counts releases: the order in which sequences were last used.
+    pub clock: u64,
+    /// False: every sequence is cleared on admission (`--prefix-cache false`).
+    pub prefix_cache: bool,
     pub batch: LlamaBatch<'static>,
     pub batch_size: usize,
 }
@@ -46,40 +53,6 @@ impl Scheduler<'_> {
                 self.step();
             }
         }
-    }
-
-    /// Fills free sequences from the queue. Blocks while nothing is active. False once the queue closed.
-    fn admit(&mut self) -> bool {
-        while let Some(free) = self.slots.iter().position(Option::is_none) {
-            let job = if self.slots.iter().all(Option::is_none) {
-                match self.jobs.blocking_recv() {
-                    Some(job) => job,
-                    None => return false,
-                }
-            } else {
-                match self.jobs.try_recv() {
-                    Ok(job) => job,
-                    Err(_) => break,
-                }
-            };
-            if job.events.is_closed() {
-                EngineStats::add(&self.stats.disconnected, 1);
-                continue;
-            }
-            let constraint = match job.constraint.as_ref().map(|c| c.start(self.model)).transpose() {
-                Ok(c) => c,
-                Err(refusal) => {
-                    let _ = job.events.send(Event::Failed(EngineFailure::Constraint(refusal.to_string())));
-                    continue;
-                }
-            };
-            self.clear_sequence(free);
-            EngineStats::add(&self.stats.admitted, 1);
-            EngineStats::add(&self.stats.prompt_tokens, job.prompt.len() as u64);
-            EngineStats::add(&self.stats.active_slots, 1);
-            self.slots[free] = Some(Active::new(job, constraint));
-        }
-        true
     }
 
     /// A client that left frees its sequence at once; what it consumed is already counted.
@@ -113,14 +86,16 @@ impl Scheduler<'_> {
             }
             let last_chunk = take == active.pending.len();
             let seq = seq_id(index);
-            for (offset, token) in active.pending.drain(..take).enumerate() {
-                let pos = i32::try_from(active.n_past as usize + offset).unwrap_or(i32::MAX);
+            let start = active.n_past();
+            let chunk: Vec<LlamaToken> = active.pending.drain(..take).collect();
+            for (offset, &token) in chunk.iter().enumerate() {
+                let pos = i32::try_from(start + offset).unwrap_or(i32::MAX);
                 let wants_logits = last_chunk && offset + 1 == take;
                 if let Err(e) = self.batch.add(token, pos, &[seq], wants_logits) {
                     tracing::error!(error = %e, "batch full; this should not happen with the budget check");
                 }
             }
-            active.n_past += u32::try_from(take).unwrap_or(u32::MAX);
+            active.in_cache.extend(chunk);
             active.logits_at = last_chunk.then(|| self.batch.n_tokens() - 1);
             budget -= take;
             fed.push(index);
@@ -177,9 +152,11 @@ impl Scheduler<'_> {
         active.generated += produced;
         EngineStats::add(&self.stats.completion_tokens, u64::from(produced));
         for &t in &fed {
-            let released = active.text.push(&model.vocab().token_to_piece(t, false, None));
+            let piece = model.vocab().token_to_piece(t, false, None);
+            active.sampler.record(u32::try_from(t.0).unwrap_or(u32::MAX), &piece);
+            let released = active.text.push(&piece);
             if !released.text.is_empty() {
-                active.send(Event::Delta { text: released.text, completion_tokens: active.generated });
+                active.send(Event::Delta { text: released.text, completion_tokens: active.generated, cached_tokens: active.cached_tokens });
             }
             if released.stopped {
                 return Step::Finish(FinishReason::Stop);
@@ -201,7 +178,7 @@ impl Scheduler<'_> {
         if let Some(mut active) = self.release(index) {
             let rest = active.text.finish();
             if !rest.is_empty() {
-                active.send(Event::Delta { text: rest, completion_tokens: active.generated });
+                active.send(Event::Delta { text: rest, completion_tokens: active.generated, cached_tokens: active.cached_tokens });
             }
             EngineStats::add(&self.stats.finished, 1);
             let done = active.finished(reason);
@@ -211,21 +188,27 @@ impl Scheduler<'_> {
     }
 
     fn fail(&mut self, index: usize, failure: EngineFailure) {
+        // After a failed decode nobody knows what the sequence's cache holds: it is cleared.
         if let Some(active) = self.release(index) {
+            self.clear_sequence(index);
             tracing::warn!(error = %failure, "request failed in the engine");
             EngineStats::add(&self.stats.failed, 1);
             active.send(Event::Failed(failure));
         }
     }
 
+    /// Frees the sequence in `index`. Its KV cache stays, for the next prompt that shares a prefix.
     fn release(&mut self, index: usize) -> Option<Active> {
-        let active = self.slots[index].take()?;
+        let mut active = self.slots[index].take()?;
         self.stats.active_slots.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
-        self.clear_sequence(index);
+        self.clock += 1;
+        self.caches[index] = CachedPrefix { tokens: std::mem::take(&mut active.in_cache), last_used: self.clock };
         Some(active)
     }
 
-    fn clear_sequence(&mut self, index: usize) {
+    /// Empties a sequence's KV cache and what the scheduler believes it holds.
+    pub(super) fn clear_sequence(&mut self, index: usize) {
+        self.caches[index].tokens.clear();
         let seq = u32::try_from(index).ok();
         if let Err(e) = self.ctx.clear_kv_cache_seq(seq, None, None) {
             tracing::error!(error = %e, "could not clear a sequence's KV cache");

@@ -16,8 +16,12 @@ pub(super) struct Active {
     /// Tokens to feed at the next decode: the prompt (in chunks), then each sampled token plus any
     /// tokens the grammar forces after it.
     pub pending: Vec<LlamaToken>,
-    /// Tokens of this sequence already in the KV cache.
-    pub n_past: u32,
+    /// The tokens of this sequence in the KV cache, in position order: the prefix kept from the request
+    /// that used the sequence before, then everything fed since. What the sequence's cache holds once
+    /// this request leaves.
+    pub in_cache: Vec<LlamaToken>,
+    /// Prompt tokens found in the cache at admission (not decoded again).
+    pub cached_tokens: u32,
     pub generated: u32,
     pub sampler: Sampler,
     pub constraint: Option<ActiveConstraint>,
@@ -29,13 +33,16 @@ pub(super) struct Active {
 }
 
 impl Active {
-    pub fn new(job: Job, constraint: Option<ActiveConstraint>) -> Self {
+    /// `kept`: the prompt's leading tokens already in the sequence's KV cache.
+    pub fn new(job: Job, constraint: Option<ActiveConstraint>, kept: Vec<LlamaToken>) -> Self {
         let sampler = Sampler::new(job.sampling);
         let text = TextAssembler::new(job.stop.clone());
+        let cached_tokens = u32::try_from(kept.len()).unwrap_or(u32::MAX);
         Self {
-            pending: job.prompt.clone(),
+            pending: job.prompt.get(kept.len()..).unwrap_or_default().to_vec(),
             job,
-            n_past: 0,
+            in_cache: kept,
+            cached_tokens,
             generated: 0,
             sampler,
             constraint,
@@ -48,6 +55,11 @@ impl Active {
 
     pub fn prompt_tokens(&self) -> u32 {
         u32::try_from(self.job.prompt.len()).unwrap_or(u32::MAX)
+    }
+
+    /// Where the next fed token goes in the sequence.
+    pub fn n_past(&self) -> usize {
+        self.in_cache.len()
     }
 
     pub fn is_prefilling(&self) -> bool {
@@ -66,12 +78,14 @@ impl Active {
         Finished {
             finish_reason,
             stop_sequence: self.text.matched_stop().map(str::to_owned),
-            usage: Usage::new(self.prompt_tokens(), self.generated),
+            usage: Usage::new(self.prompt_tokens(), self.generated).with_cached(self.cached_tokens),
             timings: Timings {
                 queue_ms: ms(self.admitted.saturating_duration_since(self.job.enqueued)),
                 prompt_ms: ms(first - self.admitted),
                 generation_ms,
-                prompt_n: self.prompt_tokens(),
+                // As llama-server counts: prompt tokens decoded, and those found in the cache.
+                prompt_n: self.prompt_tokens().saturating_sub(self.cached_tokens),
+                cache_n: self.cached_tokens,
                 predicted_n: self.generated,
                 predicted_per_second: if generation_ms > 0.0 { f64::from(self.generated) * 1000.0 / generation_ms } else { 0.0 },
             },

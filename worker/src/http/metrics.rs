@@ -80,6 +80,7 @@ pub(super) async fn render(State(state): State<AppState>) -> impl IntoResponse {
             ("runaii_worker_failed_total", &s.failed),
             ("runaii_worker_disconnected_total", &s.disconnected),
             ("runaii_worker_prompt_tokens_total", &s.prompt_tokens),
+            ("runaii_worker_prompt_cached_tokens_total", &s.prompt_cached_tokens),
             ("runaii_worker_completion_tokens_total", &s.completion_tokens),
             ("runaii_worker_decode_steps_total", &s.decode_steps),
             ("runaii_worker_decode_microseconds_total", &s.decode_micros),

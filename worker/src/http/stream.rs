@@ -134,7 +134,7 @@ async fn relay(
             event = events.recv() => event,
         };
         let (outgoing, ended) = match event {
-            Some(Event::Delta { text, completion_tokens }) => {
+            Some(Event::Delta { text, completion_tokens, cached_tokens }) => {
                 if validator.is_some() || tools.is_some() {
                     content.push_str(&text);
                 }
@@ -148,7 +148,7 @@ async fn relay(
                         // it got. Text held back (a call until it closes) sends nothing yet.
                         let mut chunks: Vec<ChatCompletionChunk> = deltas.into_iter().map(|d| writer.chunk(d, None)).collect();
                         for chunk in &mut chunks {
-                            chunk.running_usage = Some(Usage::new(writer.prompt_tokens, completion_tokens));
+                            chunk.running_usage = Some(Usage::new(writer.prompt_tokens, completion_tokens).with_cached(cached_tokens));
                         }
                         (chunks.iter().map(data).collect(), false)
                     }

@@ -46,7 +46,7 @@ fn hermes_template_renders_tools_calls_and_results() {
             ..Default::default()
         },
     ];
-    let out = template.render(&messages, Some(&tools.openai_json())).unwrap();
+    let out = template.render(&messages, Some(&tools.openai_json()), &crate::template::Thinking::default()).unwrap();
     assert!(out.contains("<tools>\n{\"function\":{\"description\":\"Weather in a city\",\"name\":\"get_weather\""), "{out}");
     assert!(out.contains("<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\":\"Paris\"}}\n</tool_call>"), "{out}");
     assert!(out.contains("<tool_response>\n{\"temp_c\": 21}\n</tool_response>"), "{out}");

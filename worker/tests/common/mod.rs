@@ -25,7 +25,7 @@ pub fn start(extra: &[&str]) -> WorkerProcess {
 pub fn client() -> reqwest::Client {
     let mut headers = reqwest::header::HeaderMap::new();
     headers.insert(reqwest::header::AUTHORIZATION, runaii_testkit::worker_bearer().parse().unwrap());
-    reqwest::Client::builder().timeout(Duration::from_secs(300)).default_headers(headers).build().unwrap()
+    reqwest::Client::builder().timeout(Duration::from_secs(1800)).default_headers(headers).build().unwrap()
 }
 
 /// A client with no credential: what anything else on the network is.

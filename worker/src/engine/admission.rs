@@ -1,0 +1,75 @@
+//! Admission: taking jobs from the queue into free sequences, each onto the sequence whose KV cache
+//! already holds the longest prefix of its prompt (`prefix.rs`), with the rest of that cache dropped.
+
+use llama_cpp_2::token::LlamaToken;
+
+use super::prefix::{self, Placement};
+use super::scheduler::Scheduler;
+use super::slot::Active;
+use super::{EngineFailure, EngineStats, Event};
+
+impl Scheduler<'_> {
+    /// Fills free sequences from the queue. Blocks while nothing is active. False once the queue closed.
+    pub(super) fn admit(&mut self) -> bool {
+        while self.slots.iter().any(Option::is_none) {
+            let job = if self.slots.iter().all(Option::is_none) {
+                match self.jobs.blocking_recv() {
+                    Some(job) => job,
+                    None => return false,
+                }
+            } else {
+                match self.jobs.try_recv() {
+                    Ok(job) => job,
+                    Err(_) => break,
+                }
+            };
+            if job.events.is_closed() {
+                EngineStats::add(&self.stats.disconnected, 1);
+                continue;
+            }
+            let constraint = match job.constraint.as_ref().map(|c| c.start(self.model)).transpose() {
+                Ok(c) => c,
+                Err(refusal) => {
+                    let _ = job.events.send(Event::Failed(EngineFailure::Constraint(refusal.to_string())));
+                    continue;
+                }
+            };
+            let free = self.slots.iter().zip(&self.caches).enumerate().filter(|(_, (s, _))| s.is_none()).map(|(i, (_, c))| (i, c));
+            let Some(placement) = prefix::place(free, &job.prompt) else { break };
+            let kept = self.keep_prefix(placement);
+            EngineStats::add(&self.stats.admitted, 1);
+            EngineStats::add(&self.stats.prompt_tokens, job.prompt.len() as u64);
+            EngineStats::add(&self.stats.prompt_cached_tokens, kept.len() as u64);
+            EngineStats::add(&self.stats.active_slots, 1);
+            self.slots[placement.slot] = Some(Active::new(job, constraint, kept));
+        }
+        true
+    }
+
+    /// Drops the sequence's cache after the reusable prefix and returns that prefix: the tokens the new
+    /// request does not decode again.
+    fn keep_prefix(&mut self, placement: Placement) -> Vec<LlamaToken> {
+        let Placement { slot, reused } = placement;
+        if !self.prefix_cache || reused == 0 {
+            self.clear_sequence(slot);
+            return Vec::new();
+        }
+        let (Ok(seq), Ok(from)) = (u32::try_from(slot), u32::try_from(reused)) else {
+            self.clear_sequence(slot);
+            return Vec::new();
+        };
+        match self.ctx.clear_kv_cache_seq(Some(seq), Some(from), None) {
+            Ok(true) => {
+                let mut kept = std::mem::take(&mut self.caches[slot].tokens);
+                kept.truncate(reused);
+                kept
+            }
+            // Some caches (recurrent models) cannot drop a sequence's tail: start that sequence afresh.
+            outcome => {
+                tracing::debug!(?outcome, "a cached prefix could not be cut; decoding the whole prompt");
+                self.clear_sequence(slot);
+                Vec::new()
+            }
+        }
+    }
+}

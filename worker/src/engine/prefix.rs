@@ -1,0 +1,79 @@
+//! Prompt caching across requests: which free sequence to give a new prompt, and how much of that
+//! sequence's KV cache it can keep.
+//!
+//! A finished request leaves its tokens in its sequence's KV cache. Structured-output traffic repeats
+//! itself (the same system prompt, the same rendered schema, many documents), so the next prompt goes to
+//! the free sequence whose cached tokens share the longest prefix with it, and only the rest is
+//! prefilled. With no shared prefix anywhere, the least recently used sequence is taken, so the caches
+//! other prompts may still want survive longest.
+
+use llama_cpp_2::token::LlamaToken;
+
+/// What one sequence's KV cache holds while no request owns it.
+#[derive(Debug, Default, Clone)]
+pub(super) struct CachedPrefix {
+    /// The tokens at positions `0..len` of the sequence, in order.
+    pub tokens: Vec<LlamaToken>,
+    /// When a request last left the sequence, on the scheduler's own clock (a counter).
+    pub last_used: u64,
+}
+
+/// The sequence a prompt is given, and how many of its leading tokens are already in that sequence.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Placement {
+    pub slot: usize,
+    pub reused: usize,
+}
+
+/// Length of the common prefix of two token lists.
+pub(super) fn common_prefix(a: &[LlamaToken], b: &[LlamaToken]) -> usize {
+    a.iter().zip(b).take_while(|(x, y)| x == y).count()
+}
+
+/// Tokens of `prompt` that may stay in a cache holding `cached`: the common prefix, minus the prompt's
+/// last token when the whole prompt is cached, because decoding that token is what yields the logits
+/// of the first answer token.
+pub(super) fn reusable(cached: &[LlamaToken], prompt: &[LlamaToken]) -> usize {
+    common_prefix(cached, prompt).min(prompt.len().saturating_sub(1))
+}
+
+/// Picks among the free sequences (`free` yields each free slot's index and cache) the one to give
+/// `prompt`: the longest reusable prefix wins; among equals, the least recently used sequence.
+pub(super) fn place<'a>(free: impl IntoIterator<Item = (usize, &'a CachedPrefix)>, prompt: &[LlamaToken]) -> Option<Placement> {
+    free.into_iter()
+        .map(|(slot, cache)| (Placement { slot, reused: reusable(&cache.tokens, prompt) }, cache.last_used))
+        .max_by(|(a, a_used), (b, b_used)| a.reused.cmp(&b.reused).then(b_used.cmp(a_used)))
+        .map(|(placement, _)| placement)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tokens(ids: &[i32]) -> Vec<LlamaToken> {
+        ids.iter().map(|&id| LlamaToken(id)).collect()
+    }
+
+    fn cache(ids: &[i32], last_used: u64) -> CachedPrefix {
+        CachedPrefix { tokens: tokens(ids), last_used }
+    }
+
+    #[test]
+    fn the_last_prompt_token_is_always_decoded_again() {
+        assert_eq!(reusable(&tokens(&[1, 2, 3]), &tokens(&[1, 2, 3])), 2);
+        assert_eq!(reusable(&tokens(&[1, 2, 3, 4, 5]), &tokens(&[1, 2, 3])), 2, "a longer cache holds the whole prompt");
+        assert_eq!(reusable(&tokens(&[1, 2, 9]), &tokens(&[1, 2, 3, 4])), 2);
+        assert_eq!(reusable(&tokens(&[]), &tokens(&[1])), 0);
+        assert_eq!(reusable(&tokens(&[1]), &tokens(&[])), 0);
+    }
+
+    #[test]
+    fn longest_prefix_wins_then_least_recently_used() {
+        let caches = [cache(&[1, 2], 5), cache(&[1, 2, 3, 4], 9), cache(&[7], 1), cache(&[], 3)];
+        let free = || caches.iter().enumerate();
+        assert_eq!(place(free(), &tokens(&[1, 2, 3, 8])), Some(Placement { slot: 1, reused: 3 }));
+        assert_eq!(place(free(), &tokens(&[5, 6])), Some(Placement { slot: 2, reused: 0 }), "oldest when nothing is shared");
+        assert_eq!(place(free().filter(|(i, _)| *i != 1), &tokens(&[1, 2, 3])), Some(Placement { slot: 0, reused: 2 }));
+        assert_eq!(place(std::iter::empty(), &tokens(&[1])), None);
+    }
+}

@@ -1,0 +1,79 @@
+//! Prompt caching on the real model: a request sharing a long prefix with an earlier one reads that
+//! prefix from the KV cache, says so in its usage, and answers exactly as it would have uncached.
+//! (How much sooner it answers is measured by `examples/prefix_cache.rs`, not asserted here.)
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use common::{metric, post, MODEL};
+use serde_json::{json, Value};
+
+/// A system prompt of well over 1,000 tokens.
+fn system_prompt() -> String {
+    (1..=60)
+        .map(|rule| {
+            format!("Rule {rule}: when an invoice mentions item group {rule}, copy its amount exactly as written, keep the currency.\n")
+        })
+        .collect()
+}
+
+fn request(question: &str) -> Value {
+    json!({
+        "model": MODEL,
+        "messages": [{"role": "system", "content": system_prompt()}, {"role": "user", "content": question}],
+        "max_tokens": 40,
+        "temperature": 0,
+    })
+}
+
+fn cached(body: &Value) -> u64 {
+    body["usage"]["prompt_tokens_details"]["cached_tokens"].as_u64().unwrap_or_else(|| panic!("no cached_tokens: {body}"))
+}
+
+#[tokio::test]
+async fn a_shared_prefix_is_read_from_the_cache_and_changes_no_answer() {
+    // A worker of its own: its counters and caches see this test only.
+    let worker = common::start(&[]);
+    let base = &worker.url;
+    let first_question = "Invoice 1: item group 7, 120.50 EUR. What is the amount?";
+
+    let (status, cold) = post(base, &request(first_question)).await;
+    assert_eq!(status, 200, "{cold}");
+    let prompt_tokens = cold["usage"]["prompt_tokens"].as_u64().unwrap();
+    assert!(prompt_tokens > 1100, "the prompt is long enough to mean something: {prompt_tokens}");
+    assert_eq!(cached(&cold), 0, "nothing is cached on a fresh worker");
+    assert_eq!(cold["timings"]["cache_n"], 0);
+    assert_eq!(cold["timings"]["prompt_n"], prompt_tokens);
+
+    // Another question behind the same system prompt reuses it.
+    let (status, other) = post(base, &request("Invoice 2: item group 9, 88.10 EUR. What is the amount?")).await;
+    assert_eq!(status, 200, "{other}");
+    let reused = cached(&other);
+    assert!(reused >= 1000, "the shared system prompt is read from the cache: {}", other["usage"]);
+    assert!(reused < other["usage"]["prompt_tokens"].as_u64().unwrap());
+    assert_eq!(other["timings"]["cache_n"], reused);
+    assert_eq!(other["timings"]["prompt_n"].as_u64().unwrap() + reused, other["usage"]["prompt_tokens"].as_u64().unwrap());
+
+    // The first question again, now mostly from the cache: the same greedy answer as uncached, and the
+    // whole prompt still counted in prompt_tokens.
+    let (status, warm) = post(base, &request(first_question)).await;
+    assert_eq!(status, 200, "{warm}");
+    assert!(cached(&warm) >= 1000, "{}", warm["usage"]);
+    assert_eq!(warm["choices"][0]["message"]["content"], cold["choices"][0]["message"]["content"], "the cache changes no answer");
+    assert_eq!(warm["usage"]["prompt_tokens"], cold["usage"]["prompt_tokens"]);
+    assert_eq!(warm["usage"]["completion_tokens"], cold["usage"]["completion_tokens"]);
+
+    assert_eq!(metric(base, "runaii_worker_prompt_cached_tokens_total").await, reused + cached(&warm));
+}
+
+#[tokio::test]
+async fn with_the_cache_off_every_prompt_is_decoded_whole() {
+    let worker = common::start(&["--prefix-cache", "false"]);
+    let question = "Invoice 3: item group 2, 10.00 EUR. What is the amount?";
+    for _ in 0..2 {
+        let (status, body) = post(&worker.url, &request(question)).await;
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(cached(&body), 0);
+    }
+}
