@@ -44,6 +44,10 @@ pub enum Command {
         /// USD per million output tokens, as a decimal.
         #[arg(long)]
         output_price: rust_decimal::Decimal,
+        /// USD per million input tokens read from a cache, as a decimal. A new model without it bills
+        /// cached tokens at the input price; an existing one keeps its cached price.
+        #[arg(long)]
+        cached_input_price: Option<rust_decimal::Decimal>,
         #[arg(long)]
         worker_url: Option<String>,
         /// Whether the catalog advertises tool calling for this model (the worker's `/health` says

@@ -66,6 +66,11 @@ pub struct ChatCompletionRequest {
     /// Extension (llama.cpp): a GBNF grammar the answer must match. Exclusive with `response_format`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub grammar: Option<String>,
+    /// Requests with the same key (and model) go to the same worker, whose cache most likely holds
+    /// their common prompt prefix. Scoped to the caller's tenant. Without one, the leading messages
+    /// choose the worker.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_cache_key: Option<String>,
 }
 
 /// An `f32` that is finite. From JSON text serde_json refuses a number beyond `f32`'s range, but from a
@@ -197,12 +202,30 @@ pub struct Usage {
     pub prompt_tokens: u32,
     pub completion_tokens: u32,
     pub total_tokens: u32,
+    /// What of the prompt was read from a cache (OpenAI's shape). Absent: nothing was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_tokens_details: Option<PromptTokensDetails>,
+}
+
+/// The prompt's tokens by where they came from.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct PromptTokensDetails {
+    /// Prompt tokens whose KV state was reused from an earlier request (a cached prefix), not computed
+    /// again: at most `prompt_tokens`, and part of it.
+    #[serde(default)]
+    pub cached_tokens: u32,
 }
 
 impl Usage {
     #[must_use]
     pub fn new(prompt_tokens: u32, completion_tokens: u32) -> Self {
-        Self { prompt_tokens, completion_tokens, total_tokens: prompt_tokens + completion_tokens }
+        Self { prompt_tokens, completion_tokens, total_tokens: prompt_tokens + completion_tokens, prompt_tokens_details: None }
+    }
+
+    /// Prompt tokens read from a cache (0 when the details are absent).
+    #[must_use]
+    pub fn cached_tokens(&self) -> u32 {
+        self.prompt_tokens_details.map_or(0, |d| d.cached_tokens)
     }
 }
 
