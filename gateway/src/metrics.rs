@@ -126,7 +126,11 @@ pub async fn render(State(state): State<AppState>) -> impl IntoResponse {
     m.http.write(&mut out, "runaii_gateway_http_responses_total", "HTTP answers by route template and status code.");
     m.http_latency.write(&mut out, "runaii_gateway_http_response_seconds", "Time from request to response headers, by route.");
     m.requests.write(&mut out, "runaii_gateway_requests_total", "Recorded requests by endpoint, model and outcome (one per cost record).");
-    m.tokens.write(&mut out, "runaii_gateway_tokens_total", "Billed tokens by model and kind (input, cached_input: the part of input read from a cache, output).");
+    m.tokens.write(
+        &mut out,
+        "runaii_gateway_tokens_total",
+        "Billed tokens by model and kind (input, cached_input: the part of input read from a cache, output).",
+    );
     m.cost.write(&mut out, "runaii_gateway_cost_usd_total", "Billed cost in USD by model, exact (the sum of the cost records).");
     m.ttft.write(&mut out, "runaii_gateway_time_to_first_token_seconds", "Streams: request arrival to the first answer chunk.");
     m.tpot.write(&mut out, "runaii_gateway_time_per_output_token_seconds", "The worker's generation time per output token.");

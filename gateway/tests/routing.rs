@@ -113,6 +113,9 @@ async fn requests_sharing_a_prefix_or_a_cache_key_meet_on_one_worker_unless_it_i
     for i in 0..4 {
         let (status, body, _) = app.post_json("/v1/chat/completions", &ask(format!("Invoice #{i}"))).await;
         assert_eq!(status, 200, "{body}");
+        // One slot each: until the next probe (300 ms) the gateway may still see the last request's slot
+        // busy, and rightly send the next one elsewhere. Let the view catch up.
+        tokio::time::sleep(Duration::from_millis(700)).await;
     }
     let after = admitted_both(&a.url, &b.url).await;
     let (on_a, on_b) = (after.0 - before.0, after.1 - before.1);

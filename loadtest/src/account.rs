@@ -69,7 +69,13 @@ pub async fn prices(target: &Target, model: &str) -> Result<Prices, AccountError
     let input_per_mtok = parse_amount(&m.pricing.input_per_million_tokens)?;
     Ok(Prices {
         input_per_mtok,
-        cached_input_per_mtok: m.pricing.cached_input_per_million_tokens.as_deref().map(parse_amount).transpose()?.unwrap_or(input_per_mtok),
+        cached_input_per_mtok: m
+            .pricing
+            .cached_input_per_million_tokens
+            .as_deref()
+            .map(parse_amount)
+            .transpose()?
+            .unwrap_or(input_per_mtok),
         output_per_mtok: parse_amount(&m.pricing.output_per_million_tokens)?,
         context_length: m.context_length,
     })

@@ -71,13 +71,19 @@ mod tests {
 
     #[test]
     fn cost_matches_the_gateway_to_the_last_digit() {
-        let prices = Prices { input_per_mtok: d("0.10"), cached_input_per_mtok: d("0.025"), output_per_mtok: d("0.30"), context_length: 4096 };
+        let prices =
+            Prices { input_per_mtok: d("0.10"), cached_input_per_mtok: d("0.025"), output_per_mtok: d("0.30"), context_length: 4096 };
         assert_eq!(prices.cost(52, 48), d("0.0000196"));
         assert_eq!(prices.cost_with_cache(1000, 800, 48), d("0.0000544"));
         assert_eq!(prices.worst_case(16), prices.cost(4096, 16));
         assert_eq!(prices.worst_case(100_000), prices.cost(4096, 4096));
         // A price with ten decimals stays exact over a million tokens.
-        let third = Prices { input_per_mtok: d("0.3333333333"), cached_input_per_mtok: Decimal::ZERO, output_per_mtok: Decimal::ZERO, context_length: 1 };
+        let third = Prices {
+            input_per_mtok: d("0.3333333333"),
+            cached_input_per_mtok: Decimal::ZERO,
+            output_per_mtok: Decimal::ZERO,
+            context_length: 1,
+        };
         assert_eq!(third.cost(1_000_000, 0), d("0.3333333333"));
     }
 

@@ -215,7 +215,10 @@ pub(crate) mod tests {
         assert_eq!(written["prompt_tokens_details"], serde_json::json!({"cached_tokens": 120, "audio_tokens": 0}));
         let mut bare = serde_json::json!({"prompt_tokens": 5, "completion_tokens": 2, "total_tokens": 7});
         Tokens::of_usage(&bare).write_usage(&mut bare);
-        assert_eq!(bare, serde_json::json!({"prompt_tokens": 5, "completion_tokens": 2, "total_tokens": 7,
-                                           "prompt_tokens_details": {"cached_tokens": 0}}));
+        assert_eq!(
+            bare,
+            serde_json::json!({"prompt_tokens": 5, "completion_tokens": 2, "total_tokens": 7,
+                                           "prompt_tokens_details": {"cached_tokens": 0}})
+        );
     }
 }

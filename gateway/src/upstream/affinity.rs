@@ -183,7 +183,8 @@ mod tests {
         let mut reversed = workers.clone();
         reversed.reverse();
         assert_eq!(key.preferred(&reversed).unwrap().url, preferred);
-        let without_another: Vec<WorkerStatus> = workers.iter().filter(|w| w.url == preferred || w.url.ends_with(".3:8081")).cloned().collect();
+        let without_another: Vec<WorkerStatus> =
+            workers.iter().filter(|w| w.url == preferred || w.url.ends_with(".3:8081")).cloned().collect();
         assert_eq!(key.preferred(&without_another).unwrap().url, preferred, "only the keys of a worker that left move");
     }
 
@@ -197,15 +198,18 @@ mod tests {
         assert_eq!(order.len(), 3);
 
         // Full: the least-loaded order as given.
-        let busy: Vec<WorkerStatus> = workers.iter().map(|w| if w.url == preferred { WorkerStatus { slots_busy: 4, ..w.clone() } } else { w.clone() }).collect();
+        let busy: Vec<WorkerStatus> =
+            workers.iter().map(|w| if w.url == preferred { WorkerStatus { slots_busy: 4, ..w.clone() } } else { w.clone() }).collect();
         let (order, choice) = key.order(busy.clone());
         assert_eq!(choice, Choice::Busy);
         assert_eq!(order.iter().map(|w| &w.url).collect::<Vec<_>>(), busy.iter().map(|w| &w.url).collect::<Vec<_>>());
         // A queue waiting counts as full too.
-        let queued: Vec<WorkerStatus> = workers.iter().map(|w| if w.url == preferred { WorkerStatus { queue_depth: 1, ..w.clone() } } else { w.clone() }).collect();
+        let queued: Vec<WorkerStatus> =
+            workers.iter().map(|w| if w.url == preferred { WorkerStatus { queue_depth: 1, ..w.clone() } } else { w.clone() }).collect();
         assert_eq!(key.order(queued).1, Choice::Busy);
         // One slot busy of four is not full.
-        let partly: Vec<WorkerStatus> = workers.iter().map(|w| if w.url == preferred { WorkerStatus { slots_busy: 3, ..w.clone() } } else { w.clone() }).collect();
+        let partly: Vec<WorkerStatus> =
+            workers.iter().map(|w| if w.url == preferred { WorkerStatus { slots_busy: 3, ..w.clone() } } else { w.clone() }).collect();
         assert_eq!(key.order(partly).0[0].url, preferred);
         assert_eq!(key.order(Vec::new()).1, Choice::None);
     }

@@ -27,7 +27,16 @@ pub struct MessageEvents {
 
 impl MessageEvents {
     pub fn new(id: String, model: String) -> Self {
-        Self { id, model, prompt: Tokens::default(), started: false, open: None, next_index: 0, finish_reason: "stop".into(), stop_sequence: None }
+        Self {
+            id,
+            model,
+            prompt: Tokens::default(),
+            started: false,
+            open: None,
+            next_index: 0,
+            finish_reason: "stop".into(),
+            stop_sequence: None,
+        }
     }
 
     fn event(kind: &str, mut fields: Value) -> Bytes {

@@ -75,6 +75,9 @@ mod tests {
         let answer = json!({"choices": [{"message": {"content": "hi"}, "finish_reason": "stop"}],
                             "usage": {"prompt_tokens": 120, "completion_tokens": 7, "prompt_tokens_details": {"cached_tokens": 96}}});
         let m = message("msg_1", "m", &answer);
-        assert_eq!(m["usage"], json!({"input_tokens": 24, "output_tokens": 7, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 96}));
+        assert_eq!(
+            m["usage"],
+            json!({"input_tokens": 24, "output_tokens": 7, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 96})
+        );
     }
 }

@@ -99,7 +99,8 @@ mod tests {
 
     #[test]
     fn cached_tokens_are_part_of_the_input_tokens() {
-        let chat = json!({"prompt_tokens": 120, "completion_tokens": 7, "total_tokens": 127, "prompt_tokens_details": {"cached_tokens": 96}});
+        let chat =
+            json!({"prompt_tokens": 120, "completion_tokens": 7, "total_tokens": 127, "prompt_tokens_details": {"cached_tokens": 96}});
         let usage = responses_usage(&chat);
         assert_eq!(usage["input_tokens"], 120);
         assert_eq!(usage["input_tokens_details"], json!({"cached_tokens": 96, "cache_write_tokens": 0}));
