@@ -13,7 +13,6 @@ pub struct Cli {
 }
 
 #[derive(Debug, Subcommand)]
-#[expect(clippy::large_enum_variant, reason = "parsed once at start; boxing buys nothing")]
 pub enum Command {
     /// Serve the API.
     Serve(Settings),
