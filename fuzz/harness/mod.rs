@@ -95,6 +95,7 @@ fn model() -> ModelRow {
         owned_by: "runaii".into(),
         context_length: CONTEXT,
         input_price_per_mtok: Decimal::new(1_000_000, 2),
+        cached_input_price_per_mtok: Decimal::new(1_000_000, 2),
         output_price_per_mtok: Decimal::new(1_000_000, 2),
         supports_structured_outputs: true,
         supports_tools: true,

@@ -13,7 +13,6 @@ pub struct Cli {
 }
 
 #[derive(Debug, Subcommand)]
-#[expect(clippy::large_enum_variant, reason = "parsed once at start; boxing buys nothing")]
 pub enum Command {
     /// Serve the API.
     Serve(Settings),
@@ -44,6 +43,10 @@ pub enum Command {
         /// USD per million output tokens, as a decimal.
         #[arg(long)]
         output_price: rust_decimal::Decimal,
+        /// USD per million input tokens read from a cache, as a decimal. A new model without it bills
+        /// cached tokens at the input price; an existing one keeps its cached price.
+        #[arg(long)]
+        cached_input_price: Option<rust_decimal::Decimal>,
         #[arg(long)]
         worker_url: Option<String>,
         /// Whether the catalog advertises tool calling for this model (the worker's `/health` says

@@ -56,11 +56,21 @@ async fn main() -> anyhow::Result<()> {
             println!("{}", admin::issue(admin_jwt_secret.expose(), &claims)?);
             Ok(())
         }
-        Command::UpsertModel { db: args, id, context_length, input_price, output_price, worker_url, supports_tools } => {
+        Command::UpsertModel {
+            db: args,
+            id,
+            context_length,
+            input_price,
+            output_price,
+            cached_input_price,
+            worker_url,
+            supports_tools,
+        } => {
             let pool = db::connect(&args).await?;
             let change = db::models::ModelChange {
                 context_length: Some(context_length),
                 input_price_per_mtok: Some(input_price),
+                cached_input_price_per_mtok: cached_input_price,
                 output_price_per_mtok: Some(output_price),
                 supports_tools,
                 ..Default::default()

@@ -39,6 +39,9 @@ pub struct Metrics {
     pub ledger_records: Counters<u64>,
     /// Credit holds by kind: `lease` (in memory, against this replica's lease) or `exact` (a round trip).
     pub credit_holds: Counters<u64>,
+    /// Requests by how their worker was chosen: `preferred` (the one most likely to hold the prompt's
+    /// prefix), `busy_fallback` (that one was full: the least loaded), `none` (no ready worker).
+    pub routing: Counters<u64>,
 }
 
 #[must_use]
@@ -59,6 +62,7 @@ pub fn global() -> &'static Metrics {
         ledger_commits: Counters::new(&["kind"]),
         ledger_records: Counters::new(&["kind"]),
         credit_holds: Counters::new(&["kind"]),
+        routing: Counters::new(&["choice"]),
     })
 }
 
@@ -90,6 +94,7 @@ impl Metrics {
         let CostRecord { endpoint, model, status, .. } = record;
         self.requests.add(&[endpoint, model, status], 1);
         self.tokens.add(&[model, "input"], u64::from(record.input_tokens));
+        self.tokens.add(&[model, "cached_input"], u64::from(record.cached_tokens));
         self.tokens.add(&[model, "output"], u64::from(record.output_tokens));
         self.cost.add(&[model], record.cost);
         if *status == "succeeded" {
@@ -121,7 +126,11 @@ pub async fn render(State(state): State<AppState>) -> impl IntoResponse {
     m.http.write(&mut out, "runaii_gateway_http_responses_total", "HTTP answers by route template and status code.");
     m.http_latency.write(&mut out, "runaii_gateway_http_response_seconds", "Time from request to response headers, by route.");
     m.requests.write(&mut out, "runaii_gateway_requests_total", "Recorded requests by endpoint, model and outcome (one per cost record).");
-    m.tokens.write(&mut out, "runaii_gateway_tokens_total", "Billed tokens by model and kind (input, output).");
+    m.tokens.write(
+        &mut out,
+        "runaii_gateway_tokens_total",
+        "Billed tokens by model and kind (input, cached_input: the part of input read from a cache, output).",
+    );
     m.cost.write(&mut out, "runaii_gateway_cost_usd_total", "Billed cost in USD by model, exact (the sum of the cost records).");
     m.ttft.write(&mut out, "runaii_gateway_time_to_first_token_seconds", "Streams: request arrival to the first answer chunk.");
     m.tpot.write(&mut out, "runaii_gateway_time_per_output_token_seconds", "The worker's generation time per output token.");
@@ -143,6 +152,11 @@ pub async fn render(State(state): State<AppState>) -> impl IntoResponse {
         &mut out,
         "runaii_gateway_ledger_records_total",
         "Cost records written by the ledger writer, by kind of transaction.",
+    );
+    m.routing.write(
+        &mut out,
+        "runaii_gateway_routing_total",
+        "Requests by how their worker was chosen (preferred: the one likely to hold the prompt's prefix; busy_fallback: that one was full; none).",
     );
 
     let workers = state.registry.all_ready().await;

@@ -61,6 +61,7 @@ async fn a_lease_holds_without_a_round_trip_and_its_charges_reconcile() {
         model: common::MODEL.into(),
         endpoint: "chat.completions",
         input_tokens: 10,
+        cached_tokens: 0,
         output_tokens: 10,
         cost: d(cost),
         status: "succeeded",

@@ -36,6 +36,8 @@ struct Model {
 #[derive(Debug, Deserialize)]
 struct Pricing {
     input_per_million_tokens: String,
+    /// Absent from gateways before prompt caching: cached tokens cost the input price there.
+    cached_input_per_million_tokens: Option<String>,
     output_per_million_tokens: String,
 }
 
@@ -64,8 +66,16 @@ pub async fn tenant(target: &Target) -> Result<Uuid, AccountError> {
 /// HTTP errors, 404 for a model the key cannot use, or a price that is not a decimal.
 pub async fn prices(target: &Target, model: &str) -> Result<Prices, AccountError> {
     let m: Model = get(target, &format!("/v1/models/{model}")).await?;
+    let input_per_mtok = parse_amount(&m.pricing.input_per_million_tokens)?;
     Ok(Prices {
-        input_per_mtok: parse_amount(&m.pricing.input_per_million_tokens)?,
+        input_per_mtok,
+        cached_input_per_mtok: m
+            .pricing
+            .cached_input_per_million_tokens
+            .as_deref()
+            .map(parse_amount)
+            .transpose()?
+            .unwrap_or(input_per_mtok),
         output_per_mtok: parse_amount(&m.pricing.output_per_million_tokens)?,
         context_length: m.context_length,
     })

@@ -10,6 +10,8 @@ const MILLION: Decimal = Decimal::from_parts(1_000_000, 0, 0, false, 0);
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Prices {
     pub input_per_mtok: Decimal,
+    /// For prompt tokens a worker read from its cache.
+    pub cached_input_per_mtok: Decimal,
     pub output_per_mtok: Decimal,
     pub context_length: u32,
 }
@@ -18,7 +20,18 @@ impl Prices {
     /// `(input × input price + output × output price) / 1,000,000`, the gateway's formula.
     #[must_use]
     pub fn cost(&self, input_tokens: u32, output_tokens: u32) -> Decimal {
-        (Decimal::from(input_tokens) * self.input_per_mtok + Decimal::from(output_tokens) * self.output_per_mtok) / MILLION
+        self.cost_with_cache(input_tokens, 0, output_tokens)
+    }
+
+    /// `((input − cached) × input price + cached × cached-input price + output × output price) / 1,000,000`:
+    /// the gateway's formula when `cached` of the prompt's tokens came from a worker's cache.
+    #[must_use]
+    pub fn cost_with_cache(&self, input_tokens: u32, cached_tokens: u32, output_tokens: u32) -> Decimal {
+        let cached = cached_tokens.min(input_tokens);
+        (Decimal::from(input_tokens - cached) * self.input_per_mtok
+            + Decimal::from(cached) * self.cached_input_per_mtok
+            + Decimal::from(output_tokens) * self.output_per_mtok)
+            / MILLION
     }
 
     /// The most a request with this `max_tokens` can cost: neither the prompt nor the answer can pass the
@@ -58,12 +71,19 @@ mod tests {
 
     #[test]
     fn cost_matches_the_gateway_to_the_last_digit() {
-        let prices = Prices { input_per_mtok: d("0.10"), output_per_mtok: d("0.30"), context_length: 4096 };
+        let prices =
+            Prices { input_per_mtok: d("0.10"), cached_input_per_mtok: d("0.025"), output_per_mtok: d("0.30"), context_length: 4096 };
         assert_eq!(prices.cost(52, 48), d("0.0000196"));
+        assert_eq!(prices.cost_with_cache(1000, 800, 48), d("0.0000544"));
         assert_eq!(prices.worst_case(16), prices.cost(4096, 16));
         assert_eq!(prices.worst_case(100_000), prices.cost(4096, 4096));
         // A price with ten decimals stays exact over a million tokens.
-        let third = Prices { input_per_mtok: d("0.3333333333"), output_per_mtok: Decimal::ZERO, context_length: 1 };
+        let third = Prices {
+            input_per_mtok: d("0.3333333333"),
+            cached_input_per_mtok: Decimal::ZERO,
+            output_per_mtok: Decimal::ZERO,
+            context_length: 1,
+        };
         assert_eq!(third.cost(1_000_000, 0), d("0.3333333333"));
     }
 

@@ -94,6 +94,11 @@ pub struct ChatCompletionRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(pattern = "^(none|minimal|low|medium|high|xhigh)$", example = "low")]
     pub reasoning_effort: Option<String>,
+    /// Requests with the same key (and model) go to the same worker, whose cache most likely holds
+    /// their common prompt prefix. Scoped to the caller's tenant. Without one, the leading messages
+    /// choose the worker.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_cache_key: Option<String>,
 }
 
 /// An `f32` that is finite. From JSON text serde_json refuses a number beyond `f32`'s range, but from a
@@ -256,6 +261,12 @@ impl Usage {
     pub fn with_cached(mut self, cached: u32) -> Self {
         self.prompt_tokens_details.cached_tokens = cached;
         self
+    }
+
+    /// Prompt tokens read from a cache.
+    #[must_use]
+    pub fn cached_tokens(&self) -> u32 {
+        self.prompt_tokens_details.cached_tokens
     }
 }
 

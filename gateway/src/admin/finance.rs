@@ -36,7 +36,10 @@ pub struct MonthlyTotal {
     #[schema(example = "2026-11")]
     pub month: String,
     pub requests: i64,
+    /// Prompt tokens, cached ones included.
     pub input_tokens: i64,
+    /// Of `input_tokens`, those read from a cache (billed at the cached-input price).
+    pub cached_tokens: i64,
     pub output_tokens: i64,
     pub cost: DecimalString,
     /// The part of `cost` the balance could not cover (0 unless a cost exceeded its hold and the balance);
@@ -64,7 +67,7 @@ pub struct LedgerPage {
 }
 
 /// Every matching record, oldest first: a header line (`request_id,created_at,tenant_id,api_key_id,model,
-/// endpoint,status,http_status,error_code,input_tokens,output_tokens,cost,latency_ms`), then one line per
+/// endpoint,status,http_status,error_code,input_tokens,cached_tokens,output_tokens,cost,shortfall,latency_ms`), then one line per
 /// record (RFC 4180 quoting; text a spreadsheet would run as a formula starts with `'`).
 #[derive(ToSchema)]
 #[schema(value_type = String)]
@@ -208,6 +211,7 @@ pub(super) async fn monthly_totals(
             month: q.month.clone(),
             requests: t.requests,
             input_tokens: t.input_tokens,
+            cached_tokens: t.cached_tokens,
             output_tokens: t.output_tokens,
             cost: t.cost.into(),
             shortfall: t.shortfall.into(),

@@ -183,8 +183,13 @@ pub enum StopReason {
 
 #[derive(Serialize, ToSchema)]
 pub struct MessageUsage {
+    /// Prompt tokens not read from a cache (as Anthropic counts them: cache reads are apart).
     pub input_tokens: u64,
     pub output_tokens: u64,
+    /// Always 0: prefixes are cached without `cache_control` and at no extra price.
+    pub cache_creation_input_tokens: u64,
+    /// Prompt tokens a worker read from its cache, billed at the model's cached-input price.
+    pub cache_read_input_tokens: u64,
     /// USD, a JSON number with the ledger's exact digits.
     #[schema(minimum = 0, example = 0.0000196)]
     pub cost: f64,
@@ -281,8 +286,13 @@ pub struct StreamDelta {
 
 #[derive(Serialize, ToSchema)]
 pub struct StreamUsage {
+    /// Prompt tokens not read from a cache.
     pub input_tokens: u64,
     pub output_tokens: u64,
+    /// Always 0.
+    pub cache_creation_input_tokens: u64,
+    /// Prompt tokens read from a worker's cache.
+    pub cache_read_input_tokens: u64,
     /// On `message_delta`: USD, a JSON number with the ledger's exact digits.
     #[schema(nullable = false, minimum = 0)]
     pub cost: Option<f64>,

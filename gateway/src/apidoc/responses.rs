@@ -200,7 +200,9 @@ pub struct ResponseUsage {
 
 #[derive(Serialize, ToSchema)]
 pub struct InputTokensDetails {
+    /// The part of `input_tokens` a worker read from its cache, billed at the model's cached-input price.
     pub cached_tokens: u64,
+    /// Always 0.
     pub cache_write_tokens: u64,
 }
 

@@ -7,6 +7,7 @@ use rust_decimal::Decimal;
 use tracing::Instrument as _;
 
 use super::leases::{Held, Leases};
+use super::Tokens;
 use crate::auth::Caller;
 use crate::db::costs::{CostRecord, Leased};
 use crate::db::models::ModelRow;
@@ -16,19 +17,12 @@ use crate::ratelimit::Limiter;
 /// How a request ended, as the ledger records it.
 #[derive(Debug, Clone)]
 pub enum Outcome {
-    Succeeded {
-        input_tokens: u32,
-        output_tokens: u32,
-    },
+    Succeeded(Tokens),
     /// The client left mid-answer: billed for what was delivered.
-    Cancelled {
-        input_tokens: u32,
-        output_tokens: u32,
-    },
+    Cancelled(Tokens),
     /// The worker failed mid-answer: billed for what was delivered.
     Failed {
-        input_tokens: u32,
-        output_tokens: u32,
+        tokens: Tokens,
         http_status: u16,
         error_code: Option<String>,
     },
@@ -37,20 +31,6 @@ pub enum Outcome {
         http_status: u16,
         error_code: Option<String>,
     },
-}
-
-impl Outcome {
-    /// A complete answer, from an OpenAI `usage` object.
-    #[must_use]
-    pub fn succeeded(usage: &serde_json::Value) -> Self {
-        Self::Succeeded { input_tokens: usage_tokens(usage, "prompt_tokens"), output_tokens: usage_tokens(usage, "completion_tokens") }
-    }
-}
-
-/// One token count of an OpenAI `usage` object; 0 when absent.
-#[must_use]
-pub fn usage_tokens(usage: &serde_json::Value, key: &str) -> u32 {
-    usage[key].as_u64().and_then(|n| u32::try_from(n).ok()).unwrap_or(0)
 }
 
 /// Everything about a request the ledger needs besides its outcome.
@@ -104,23 +84,24 @@ impl Ledger {
     /// [`ApiError::LedgerUnavailable`] when the record cannot be written: the answer must not go out
     /// unbilled.
     pub async fn record(&self, outcome: Outcome) -> Result<Decimal, ApiError> {
-        let (input_tokens, output_tokens, status, http_status, error_code) = match outcome {
-            Outcome::Succeeded { input_tokens, output_tokens } => (input_tokens, output_tokens, "succeeded", 200, None),
-            Outcome::Cancelled { input_tokens, output_tokens } => (input_tokens, output_tokens, "cancelled", 499, None),
-            Outcome::Failed { input_tokens, output_tokens, http_status, error_code } => {
-                (input_tokens, output_tokens, "failed", http_status, error_code)
-            }
-            Outcome::Rejected { http_status, error_code } => (0, 0, "rejected", http_status, error_code),
+        let (tokens, status, http_status, error_code) = match outcome {
+            Outcome::Succeeded(tokens) => (tokens, "succeeded", 200, None),
+            Outcome::Cancelled(tokens) => (tokens, "cancelled", 499, None),
+            Outcome::Failed { tokens, http_status, error_code } => (tokens, "failed", http_status, error_code),
+            Outcome::Rejected { http_status, error_code } => (Tokens::default(), "rejected", http_status, error_code),
         };
-        let cost = super::cost(&self.model, input_tokens, output_tokens);
+        // Counts as the record holds them (a cached count never above the prompt), priced from those.
+        let tokens = Tokens::new(tokens.input, tokens.cached, tokens.output);
+        let cost = super::cost(&self.model, tokens);
         let record = CostRecord {
             request_id: self.request_id.clone(),
             tenant_id: self.caller.tenant_id,
             api_key_id: self.caller.key_id,
             model: self.model.id.clone(),
             endpoint: self.endpoint,
-            input_tokens,
-            output_tokens,
+            input_tokens: tokens.input,
+            cached_tokens: tokens.cached,
+            output_tokens: tokens.output,
             cost,
             status,
             http_status,
@@ -147,7 +128,7 @@ impl Ledger {
                 "cost above the hold and the tenant's balance: recorded with a shortfall");
         }
         crate::metrics::global().recorded(&record, self.started.elapsed());
-        let tokens = u64::from(input_tokens) + u64::from(output_tokens);
+        let tokens = u64::from(tokens.input) + u64::from(tokens.output);
         if tokens > 0 {
             let (limiter, key_id, limits) = (Arc::clone(&self.limiter), self.caller.key_id, self.caller.limits);
             self.tasks.spawn(async move { limiter.spend(key_id, limits, tokens).await });

@@ -61,11 +61,15 @@ pub fn worst_case_tokens(model: &ModelRow, body: &Value) -> (u32, u32) {
     (prompt, output)
 }
 
-/// The cost of the worst case, at the model's prices.
+/// The cost of the worst case, at the model's prices. Which prompt tokens a worker will find cached is
+/// not known before it runs, so every prompt token is held at the dearer of the input and cached-input
+/// prices (the input price, unless ops set a cached price above it): an upper bound whatever the cache
+/// holds.
 #[must_use]
 pub fn worst_case_cost(model: &ModelRow, body: &Value) -> Decimal {
     let (prompt, output) = worst_case_tokens(model, body);
-    super::cost(model, prompt, output)
+    let cached = if model.cached_input_price_per_mtok > model.input_price_per_mtok { prompt } else { 0 };
+    super::cost(model, super::Tokens::new(prompt, cached, output))
 }
 
 /// An upper bound on the prompt's tokens (before the context cap); see the module's argument.
@@ -199,5 +203,20 @@ mod tests {
         let body = json!({"messages": messages, "max_tokens": 1});
         let (prompt, _) = worst_case_tokens(&model(1_000_000), &body);
         assert!(prompt as usize >= TEMPLATE_ALLOWANCE + 100 * PER_MESSAGE);
+    }
+
+    #[test]
+    fn the_hold_bounds_any_cached_count_at_either_price_order() {
+        let body = json!({"messages": [{"role": "user", "content": "x".repeat(300)}], "max_tokens": 20});
+        let d = |s: &str| s.parse::<Decimal>().unwrap();
+        for cached_price in ["0", "0.025", "0.10", "0.2", "5"] {
+            let m = ModelRow { cached_input_price_per_mtok: d(cached_price), ..model(4096) };
+            let (prompt, output) = worst_case_tokens(&m, &body);
+            let hold = worst_case_cost(&m, &body);
+            for cached in [0, 1, prompt / 2, prompt] {
+                let cost = crate::billing::cost(&m, crate::billing::Tokens::new(prompt, cached, output));
+                assert!(cost <= hold, "cached price {cached_price}, {cached} cached: cost {cost} above the hold {hold}");
+            }
+        }
     }
 }

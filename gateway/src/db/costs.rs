@@ -16,7 +16,10 @@ pub struct CostRecord {
     pub api_key_id: Uuid,
     pub model: String,
     pub endpoint: &'static str,
+    /// The prompt's tokens, cached ones included.
     pub input_tokens: u32,
+    /// Of `input_tokens`, those read from a cache (billed at the cached-input price).
+    pub cached_tokens: u32,
     pub output_tokens: u32,
     pub cost: Decimal,
     pub status: &'static str,
@@ -156,9 +159,9 @@ async fn insert_records(tx: &mut sqlx::PgConnection, records: &[CostRecord], set
     let column = |f: &dyn Fn(&CostRecord) -> i32| records.iter().map(f).collect::<Vec<i32>>();
     sqlx::query(
         "INSERT INTO cost_records (request_id, tenant_id, api_key_id, model, endpoint, input_tokens, output_tokens,
-                                   cost, shortfall, status, http_status, error_code, latency_ms)
+                                   cost, shortfall, status, http_status, error_code, latency_ms, cached_tokens)
          SELECT * FROM UNNEST($1::text[], $2::uuid[], $3::uuid[], $4::text[], $5::text[], $6::int4[], $7::int4[],
-                              $8::numeric[], $9::numeric[], $10::text[], $11::int4[], $12::text[], $13::int4[])",
+                              $8::numeric[], $9::numeric[], $10::text[], $11::int4[], $12::text[], $13::int4[], $14::int4[])",
     )
     .bind(records.iter().map(|r| r.request_id.as_str()).collect::<Vec<_>>())
     .bind(records.iter().map(|r| r.tenant_id).collect::<Vec<_>>())
@@ -173,6 +176,7 @@ async fn insert_records(tx: &mut sqlx::PgConnection, records: &[CostRecord], set
     .bind(column(&|r| i32::from(r.http_status)))
     .bind(records.iter().map(|r| r.error_code.as_deref()).collect::<Vec<_>>())
     .bind(column(&|r| i32::try_from(r.latency_ms).unwrap_or(i32::MAX)))
+    .bind(column(&|r| i32::try_from(r.cached_tokens.min(r.input_tokens)).unwrap_or(i32::MAX)))
     .execute(tx)
     .await?;
     Ok(())

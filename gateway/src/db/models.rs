@@ -11,6 +11,8 @@ pub struct ModelRow {
     pub owned_by: String,
     pub context_length: i32,
     pub input_price_per_mtok: Decimal,
+    /// USD per million prompt tokens read from a cache (a prefix a worker kept from an earlier request).
+    pub cached_input_price_per_mtok: Decimal,
     pub output_price_per_mtok: Decimal,
     pub supports_structured_outputs: bool,
     pub supports_tools: bool,
@@ -19,7 +21,7 @@ pub struct ModelRow {
     pub created_at: chrono::DateTime<chrono::Utc>,
 }
 
-const COLUMNS: &str = "id, owned_by, context_length, input_price_per_mtok, output_price_per_mtok,
+const COLUMNS: &str = "id, owned_by, context_length, input_price_per_mtok, cached_input_price_per_mtok, output_price_per_mtok,
                        supports_structured_outputs, supports_tools, schema_in_prompt, public, created_at";
 
 /// Every enabled model (the in-memory catalog's source: `crate::catalog`).
@@ -70,6 +72,11 @@ pub struct ModelChange {
     /// USD per million input tokens, a decimal string.
     #[schema(value_type = Option<String>, pattern = r"^-?[0-9]+(\.[0-9]+)?$")]
     pub input_price_per_mtok: Option<Decimal>,
+    /// USD per million cached input tokens, a decimal string. Absent on a new model: the input price.
+    /// Absent on a change: kept, except that a cached price equal to the old input price follows a new
+    /// input price (so that no discount appears that nobody set).
+    #[schema(value_type = Option<String>, pattern = r"^-?[0-9]+(\.[0-9]+)?$")]
+    pub cached_input_price_per_mtok: Option<Decimal>,
     /// USD per million output tokens, a decimal string.
     #[schema(value_type = Option<String>, pattern = r"^-?[0-9]+(\.[0-9]+)?$")]
     pub output_price_per_mtok: Option<Decimal>,
@@ -89,17 +96,26 @@ pub struct ModelChange {
 /// Database errors: a unique violation when creating an existing id, a check violation for a bad value.
 pub async fn write(tx: &mut sqlx::PgConnection, id: &str, change: &ModelChange, create: bool) -> Result<bool, sqlx::Error> {
     if create {
-        sqlx::query("INSERT INTO models (id, context_length, input_price_per_mtok, output_price_per_mtok) VALUES ($1, $2, $3, $4)")
-            .bind(id)
-            .bind(change.context_length)
-            .bind(change.input_price_per_mtok)
-            .bind(change.output_price_per_mtok)
-            .execute(&mut *tx)
-            .await?;
+        // Without a cached price, cached tokens cost what any input token costs.
+        sqlx::query(
+            "INSERT INTO models (id, context_length, input_price_per_mtok, output_price_per_mtok, cached_input_price_per_mtok)
+             VALUES ($1, $2, $3, $4, COALESCE($5, $3))",
+        )
+        .bind(id)
+        .bind(change.context_length)
+        .bind(change.input_price_per_mtok)
+        .bind(change.output_price_per_mtok)
+        .bind(change.cached_input_price_per_mtok)
+        .execute(&mut *tx)
+        .await?;
     }
+    // Right of `=` every column is its value before the update: a cached price that equalled the old input
+    // price (the default, never set apart) follows the new one.
     let updated = sqlx::query(
         "UPDATE models SET owned_by = COALESCE($2, owned_by), context_length = COALESCE($3, context_length),
              input_price_per_mtok = COALESCE($4, input_price_per_mtok),
+             cached_input_price_per_mtok = COALESCE($11, CASE WHEN cached_input_price_per_mtok = input_price_per_mtok
+                 THEN COALESCE($4, input_price_per_mtok) ELSE cached_input_price_per_mtok END),
              output_price_per_mtok = COALESCE($5, output_price_per_mtok), enabled = COALESCE($6, enabled),
              public = COALESCE($7, public),
              supports_structured_outputs = COALESCE($8, supports_structured_outputs),
@@ -116,6 +132,7 @@ pub async fn write(tx: &mut sqlx::PgConnection, id: &str, change: &ModelChange, 
     .bind(change.supports_structured_outputs)
     .bind(change.supports_tools)
     .bind(change.schema_in_prompt)
+    .bind(change.cached_input_price_per_mtok)
     .execute(&mut *tx)
     .await?;
     if updated.rows_affected() == 0 {

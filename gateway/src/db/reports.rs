@@ -19,7 +19,10 @@ pub struct CostRow {
     pub status: String,
     pub http_status: i32,
     pub error_code: Option<String>,
+    /// The prompt's tokens, cached ones included.
     pub input_tokens: i32,
+    /// Of `input_tokens`, those read from a cache, billed at the cached-input price.
+    pub cached_tokens: i32,
     pub output_tokens: i32,
     /// The full cost, as the client was told.
     pub cost: Decimal,
@@ -52,7 +55,7 @@ pub async fn cost_records(db: &PgPool, filter: &CostFilter, limit: i64) -> Resul
     let (after_at, after_id) = filter.after.clone().unzip();
     sqlx::query_as(
         "SELECT request_id, created_at, tenant_id, api_key_id, model, endpoint, status, http_status, error_code,
-                input_tokens, output_tokens, cost, shortfall, latency_ms
+                input_tokens, cached_tokens, output_tokens, cost, shortfall, latency_ms
          FROM cost_records
          WHERE ($1::uuid IS NULL OR tenant_id = $1) AND ($2::uuid IS NULL OR api_key_id = $2)
            AND ($3::text IS NULL OR model = $3) AND ($4::text IS NULL OR status = $4)
@@ -79,6 +82,8 @@ pub struct MonthlyTotal {
     pub tenant_id: Uuid,
     pub requests: i64,
     pub input_tokens: i64,
+    /// Of `input_tokens`, those read from a cache.
+    pub cached_tokens: i64,
     pub output_tokens: i64,
     pub cost: Decimal,
     /// What of `cost` went unpaid; the tenants were charged `cost − shortfall`.
@@ -92,7 +97,7 @@ pub struct MonthlyTotal {
 pub async fn totals(db: &PgPool, tenant: Option<Uuid>, from: DateTime<Utc>, to: DateTime<Utc>) -> Result<Vec<MonthlyTotal>, sqlx::Error> {
     sqlx::query_as(
         "SELECT tenant_id, count(*) AS requests, COALESCE(sum(input_tokens), 0)::bigint AS input_tokens,
-                COALESCE(sum(output_tokens), 0)::bigint AS output_tokens, COALESCE(sum(cost), 0) AS cost,
+                COALESCE(sum(cached_tokens), 0)::bigint AS cached_tokens, COALESCE(sum(output_tokens), 0)::bigint AS output_tokens, COALESCE(sum(cost), 0) AS cost,
                 COALESCE(sum(shortfall), 0) AS shortfall
          FROM cost_records
          WHERE ($1::uuid IS NULL OR tenant_id = $1) AND created_at >= $2 AND created_at < $3

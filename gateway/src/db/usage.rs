@@ -11,7 +11,7 @@ use uuid::Uuid;
 use super::reports::CostRow;
 
 const COLUMNS: &str = "request_id, created_at, tenant_id, api_key_id, model, endpoint, status, http_status, error_code,
-                       input_tokens, output_tokens, cost, shortfall, latency_ms";
+                       input_tokens, cached_tokens, output_tokens, cost, shortfall, latency_ms";
 
 /// Up to `limit` of the tenant's records, newest first; with `before`, only those strictly before that
 /// (created_at, request_id). Two statements rather than one with `$2 IS NULL OR …`, so that the cursor is

@@ -21,7 +21,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use tracing::Instrument as _;
 
 use super::sse::SseReader;
-use crate::billing::{usage_tokens, Ledger, Outcome};
+use crate::billing::{Ledger, Outcome, Tokens};
 use crate::error::ApiError;
 use crate::request_id;
 use crate::upstream::Upstream;
@@ -37,10 +37,11 @@ pub trait Events: Send + 'static {
     fn start(&mut self) -> Vec<Bytes>;
     /// The running token counts, told before each chunk that carries them (for dialects that announce
     /// the prompt's size up front).
-    fn metered(&mut self, _input_tokens: u32, _output_tokens: u32) {}
+    fn metered(&mut self, _tokens: Tokens) {}
     /// A content chunk from the worker (running usage already stripped, id already set).
     fn chunk(&mut self, chunk: Value) -> Vec<Bytes>;
-    /// The worker's final usage chunk, after the cost record is committed.
+    /// The worker's final usage chunk, after the cost record is committed; its `usage` holds the counts
+    /// as recorded (`prompt_tokens_details.cached_tokens` included).
     fn complete(&mut self, usage_chunk: Value, cost: Decimal) -> Vec<Bytes>;
     /// The stream failed; the client gets one clean error.
     fn error(&mut self, error: &ApiError) -> Vec<Bytes>;
@@ -97,25 +98,19 @@ pub fn relay(ledger: Ledger, upstream: Upstream, dialect: impl Events) -> Respon
 
 #[derive(Default)]
 struct Metered {
-    input_tokens: u32,
-    output_tokens: u32,
+    tokens: Tokens,
 }
 
 impl Metered {
     fn take_running(&mut self, chunk: &mut Value) {
         if let Some(usage) = chunk.as_object_mut().and_then(|c| c.remove(RUNNING_USAGE)) {
-            self.input_tokens = usage_tokens(&usage, "prompt_tokens");
-            self.output_tokens = self.output_tokens.max(usage_tokens(&usage, "completion_tokens"));
+            let running = Tokens::of_usage(&usage);
+            self.tokens = Tokens::new(running.input, running.cached, self.tokens.output.max(running.output));
         }
     }
 
     fn failed(&self) -> Outcome {
-        Outcome::Failed {
-            input_tokens: self.input_tokens,
-            output_tokens: self.output_tokens,
-            http_status: 502,
-            error_code: Some("upstream_error".into()),
-        }
+        Outcome::Failed { tokens: self.tokens, http_status: 502, error_code: Some("upstream_error".into()) }
     }
 }
 
@@ -143,7 +138,7 @@ async fn run(ledger: Ledger, upstream: Upstream, mut dialect: impl Events, tx: T
     let mut reader = SseReader::new(upstream.response.bytes_stream(), limits.worker_idle);
     let mut metered = Metered::default();
     // What the client has been given: the bill if it leaves.
-    let mut delivered = (0, 0);
+    let mut delivered = Tokens::default();
     if !send_all(&tx, dialect.start(), limits.client_write).await {
         cancelled(&ledger, reader, delivered).await;
         return false;
@@ -170,7 +165,7 @@ async fn run(ledger: Ledger, upstream: Upstream, mut dialect: impl Events, tx: T
             return fail(&ledger, &metered, &mut dialect, &tx, &message).await;
         }
         metered.take_running(&mut chunk);
-        dialect.metered(metered.input_tokens, metered.output_tokens);
+        dialect.metered(metered.tokens);
         chunk["id"] = json!(ledger.request_id);
         let is_usage_chunk = chunk["choices"].as_array().is_some_and(Vec::is_empty) && chunk["usage"].is_object();
         if chunk.get("timings").is_some_and(Value::is_object) {
@@ -187,12 +182,16 @@ async fn run(ledger: Ledger, upstream: Upstream, mut dialect: impl Events, tx: T
                 cancelled(&ledger, reader, delivered).await;
                 return false;
             }
-            delivered = (metered.input_tokens, metered.output_tokens);
+            delivered = metered.tokens;
             continue;
         }
         let upstream_time = upstream_sent.elapsed();
-        let (events, recorded) = match ledger.record_delivered(Outcome::succeeded(&chunk["usage"])).await {
-            Ok(cost) => (dialect.complete(chunk, cost), true),
+        let tokens = Tokens::of_usage(&chunk["usage"]);
+        let (events, recorded) = match ledger.record_delivered(Outcome::Succeeded(tokens)).await {
+            Ok(cost) => {
+                tokens.write_usage(&mut chunk["usage"]);
+                (dialect.complete(chunk, cost), true)
+            }
             Err(e) => (dialect.error(&e), false),
         };
         metrics.overhead(ledger.endpoint, ledger.started.elapsed(), upstream_time);
@@ -202,10 +201,10 @@ async fn run(ledger: Ledger, upstream: Upstream, mut dialect: impl Events, tx: T
 }
 
 /// The client left or stopped reading: it is billed for the tokens it was given.
-async fn cancelled<S>(ledger: &Ledger, reader: SseReader<S>, (input_tokens, output_tokens): (u32, u32)) {
+async fn cancelled<S>(ledger: &Ledger, reader: SseReader<S>, delivered: Tokens) {
     // Dropping the reader closes the worker connection, freeing its slot.
     drop(reader);
-    if let Err(e) = ledger.record_delivered(Outcome::Cancelled { input_tokens, output_tokens }).await {
+    if let Err(e) = ledger.record_delivered(Outcome::Cancelled(delivered)).await {
         tracing::error!(request_id = %ledger.request_id, error = %e, "cancelled stream not recorded");
     }
 }

@@ -9,7 +9,7 @@ use serde_json::Value;
 use tracing::Instrument as _;
 
 use super::Prepared;
-use crate::billing::{Ledger, Outcome};
+use crate::billing::{Ledger, Outcome, Tokens};
 use crate::error::ApiError;
 use crate::state::AppState;
 use crate::upstream::{self, Upstream};
@@ -20,7 +20,7 @@ use crate::upstream::{self, Upstream};
 /// The worker's refusal or failure, or no ready worker.
 pub async fn open(state: &AppState, prepared: Prepared) -> Result<(Ledger, Upstream), ApiError> {
     let Prepared { ledger, body, .. } = prepared;
-    let sent = upstream::send(state, &ledger.model.id, &body, &ledger.request_id).await;
+    let sent = upstream::send(state, ledger.caller.tenant_id, &ledger.model.id, &body, &ledger.request_id).await;
     let error = match sent {
         Ok(upstream) if upstream.response.status().is_success() => return Ok((ledger, upstream)),
         Ok(upstream) => worker_error(upstream).await,
@@ -45,7 +45,11 @@ pub async fn finish_whole(state: &AppState, prepared: Prepared) -> Result<(Ledge
                 Err(e) => return Err(reject(&ledger, ApiError::UpstreamFailed(format!("unreadable answer: {e}"))).await),
             };
             let upstream_time = sent.elapsed();
-            let cost = ledger.record(Outcome::succeeded(&answer["usage"])).await?;
+            let mut answer = answer;
+            let tokens = Tokens::of_usage(&answer["usage"]);
+            let cost = ledger.record(Outcome::Succeeded(tokens)).await?;
+            // The answer's usage says what the record holds, cached tokens included.
+            tokens.write_usage(&mut answer["usage"]);
             let metrics = crate::metrics::global();
             metrics.worker_timings(&ledger.model.id, &answer["timings"]);
             metrics.overhead(ledger.endpoint, ledger.started.elapsed(), upstream_time);
@@ -84,7 +88,7 @@ async fn worker_error(upstream: Upstream) -> ApiError {
 async fn reject(ledger: &Ledger, error: ApiError) -> ApiError {
     let (http_status, error_code) = (error.status().as_u16(), error.code());
     let outcome = match error {
-        ApiError::UpstreamFailed(_) => Outcome::Failed { input_tokens: 0, output_tokens: 0, http_status, error_code },
+        ApiError::UpstreamFailed(_) => Outcome::Failed { tokens: Tokens::default(), http_status, error_code },
         _ => Outcome::Rejected { http_status, error_code },
     };
     match ledger.record(outcome).await {

@@ -9,8 +9,8 @@ use super::{audit, snapshot, Actor, OpError};
 use crate::db::models::{self, CatalogEntry, ModelChange};
 use crate::db::notify;
 
-/// A new catalog model (`POST /admin/v1/models`): `id`, `context_length` and both prices are required;
-/// the rest take the column defaults. Fields this API does not know are ignored.
+/// A new catalog model (`POST /admin/v1/models`): `id`, `context_length`, the input and output prices
+/// are required; the cached-input price defaults to the input price, the rest to the column defaults. Fields this API does not know are ignored.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 pub struct NewCatalogModel {
     /// 1 to 200 characters.
@@ -23,6 +23,10 @@ pub struct NewCatalogModel {
     /// USD per million output tokens, as above.
     #[schema(value_type = String, pattern = r"^-?[0-9]+(\.[0-9]+)?$", example = "0.30")]
     pub output_price_per_mtok: Decimal,
+    /// USD per million input tokens read from a cache, as above (it may exceed the input price). Absent:
+    /// the input price, so that nothing is discounted unless ops say so.
+    #[schema(value_type = Option<String>, pattern = r"^-?[0-9]+(\.[0-9]+)?$", example = "0.025")]
+    pub cached_input_price_per_mtok: Option<Decimal>,
     pub owned_by: Option<String>,
     pub enabled: Option<bool>,
     pub public: Option<bool>,
@@ -40,6 +44,7 @@ impl NewCatalogModel {
             context_length: Some(self.context_length),
             input_price_per_mtok: Some(self.input_price_per_mtok),
             output_price_per_mtok: Some(self.output_price_per_mtok),
+            cached_input_price_per_mtok: self.cached_input_price_per_mtok,
             enabled: self.enabled,
             public: self.public,
             supports_structured_outputs: self.supports_structured_outputs,
@@ -123,7 +128,11 @@ fn check(change: &ModelChange) -> Result<(), OpError> {
     if change.context_length.is_some_and(|n| n <= 0) {
         return Err(OpError::invalid("context_length must be positive", "context_length"));
     }
-    let prices = [("input_price_per_mtok", change.input_price_per_mtok), ("output_price_per_mtok", change.output_price_per_mtok)];
+    let prices = [
+        ("input_price_per_mtok", change.input_price_per_mtok),
+        ("cached_input_price_per_mtok", change.cached_input_price_per_mtok),
+        ("output_price_per_mtok", change.output_price_per_mtok),
+    ];
     for (param, price) in prices {
         if price.is_some_and(|p| p.is_sign_negative() || p.normalize().scale() > 10 || p >= Decimal::from(10_000_000_000u64)) {
             return Err(OpError::invalid("a price per million tokens is at least 0, below 10^10, with at most 10 decimals", param));

@@ -51,7 +51,10 @@ pub struct MonthUsage {
     #[schema(pattern = "^[0-9]{4}-[0-9]{2}$", example = "2026-11")]
     pub month: String,
     pub requests: i64,
+    /// Prompt tokens, cached ones included.
     pub input_tokens: i64,
+    /// Of `input_tokens`, those read from a worker's cache.
+    pub cached_tokens: i64,
     pub output_tokens: i64,
     pub cost: DecimalString,
 }
@@ -92,6 +95,7 @@ pub(super) async fn get(State(state): State<AppState>, caller: Caller) -> Result
             month: format!("{:04}-{:02}", now.year(), now.month()),
             requests: month.as_ref().map_or(0, |m| m.requests),
             input_tokens: month.as_ref().map_or(0, |m| m.input_tokens),
+            cached_tokens: month.as_ref().map_or(0, |m| m.cached_tokens),
             output_tokens: month.as_ref().map_or(0, |m| m.output_tokens),
             cost: month.map_or(Decimal::ZERO, |m| m.cost).into(),
         },

@@ -45,12 +45,15 @@ pub enum ModelObject {
     Model,
 }
 
-/// Prices in USD, exact: per token (`prompt`, `completion`) and per million tokens.
+/// Prices in USD, exact: per token (`prompt`, `completion`, and `input_cache_read` for prompt tokens a
+/// worker read from its cache, OpenRouter's names) and per million tokens.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct Pricing {
     pub prompt: DecimalString,
     pub completion: DecimalString,
+    pub input_cache_read: DecimalString,
     pub input_per_million_tokens: DecimalString,
+    pub cached_input_per_million_tokens: DecimalString,
     pub output_per_million_tokens: DecimalString,
     #[schema(inline)]
     pub currency: Usd,
@@ -150,7 +153,9 @@ impl Model {
             pricing: Pricing {
                 prompt: per_token(m.input_price_per_mtok),
                 completion: per_token(m.output_price_per_mtok),
+                input_cache_read: per_token(m.cached_input_price_per_mtok),
                 input_per_million_tokens: m.input_price_per_mtok.into(),
+                cached_input_per_million_tokens: m.cached_input_price_per_mtok.into(),
                 output_per_million_tokens: m.output_price_per_mtok.into(),
                 currency: Usd::Usd,
             },

@@ -1,4 +1,5 @@
-//! Sending one request to a worker of the model: least loaded first, and once more elsewhere only when
+//! Sending one request to a worker of the model: the one whose cache most likely holds its prompt prefix
+//! (`affinity.rs`) unless that one is full, else the least loaded; and once more elsewhere only when
 //! the request cannot have started there (the connection was refused, or the worker said it is full).
 //! Once a worker has the request, nothing is retried: tokens may have been generated, and the answer may
 //! already be on its way to the client.
@@ -15,6 +16,9 @@ use serde_json::Value;
 use tracing::field::Empty;
 use tracing::Instrument as _;
 
+use uuid::Uuid;
+
+use super::affinity::Affinity;
 use crate::error::ApiError;
 use crate::state::AppState;
 
@@ -52,8 +56,9 @@ enum Attempt {
 /// # Errors
 /// [`ApiError::NoReadyWorker`] when none is ready, [`ApiError::WorkersBusy`] when every one tried was
 /// full, [`ApiError::UpstreamFailed`] when the worker failed (the detail is logged, not sent).
-pub async fn send(state: &AppState, model: &str, body: &Value, request_id: &str) -> Result<Upstream, ApiError> {
-    let workers = state.registry.ready(model).await;
+pub async fn send(state: &AppState, tenant: Uuid, model: &str, body: &Value, request_id: &str) -> Result<Upstream, ApiError> {
+    let (workers, choice) = Affinity::of(tenant, body).order(state.registry.ready(model).await);
+    crate::metrics::global().routing.add(&[choice.label()], 1);
     if workers.is_empty() {
         return Err(ApiError::NoReadyWorker(model.to_owned()));
     }

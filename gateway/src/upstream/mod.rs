@@ -1,7 +1,9 @@
-//! Reaching workers: which ones are ready (`registry`) and sending a request to the least loaded one,
+//! Reaching workers: which ones are ready (`registry`), which of them most likely holds the request's
+//! prompt prefix in its cache (`affinity`), and sending a request to that one or the least loaded,
 //! retrying once elsewhere when a worker fails before answering (`client`); reading what it answers
 //! within limits (`body`).
 
+pub mod affinity;
 pub mod body;
 mod client;
 mod registry;

@@ -15,6 +15,9 @@ pub struct Record {
     pub http_status: i32,
     pub error_code: Option<String>,
     pub input_tokens: i32,
+    /// Of `input_tokens`, those read from a worker's cache (0 from gateways before prompt caching).
+    #[serde(default)]
+    pub cached_tokens: i32,
     pub output_tokens: i32,
     pub cost: Decimal,
     pub created_at: DateTime<Utc>,

@@ -246,8 +246,8 @@ fn ledger_sums(r: &mut Report, ledger: &Ledger, expect: &Expect) {
             r.fail("before_window", format!("{}: recorded at {}, before the run began", rec.request_id, rec.created_at));
         }
         if rec.model == expect.model {
-            let tokens = (u32::try_from(rec.input_tokens).unwrap_or(0), u32::try_from(rec.output_tokens).unwrap_or(0));
-            let priced = expect.prices.cost(tokens.0, tokens.1);
+            let count = |n: i32| u32::try_from(n).unwrap_or(0);
+            let priced = expect.prices.cost_with_cache(count(rec.input_tokens), count(rec.cached_tokens), count(rec.output_tokens));
             if rec.cost != priced {
                 r.fail(
                     "formula",

@@ -45,7 +45,7 @@ impl PgSource {
     /// Database errors.
     pub async fn records(&self, tenant: Uuid, from: DateTime<Utc>, ids: &[String]) -> Result<Vec<Record>, sqlx::Error> {
         sqlx::query_as(
-            "SELECT request_id, tenant_id, model, status, http_status, error_code, input_tokens, output_tokens, cost, created_at
+            "SELECT request_id, tenant_id, model, status, http_status, error_code, input_tokens, cached_tokens, output_tokens, cost, created_at
              FROM cost_records
              WHERE (tenant_id = $1 AND created_at >= $2) OR request_id = ANY($3)",
         )

@@ -16,7 +16,7 @@ const TENANT: Uuid = Uuid::from_u128(7);
 fn expect() -> Expect {
     Expect {
         model: "m".into(),
-        prices: Prices { input_per_mtok: d("0.10"), output_per_mtok: d("0.30"), context_length: 4096 },
+        prices: Prices { input_per_mtok: d("0.10"), cached_input_per_mtok: d("0.10"), output_per_mtok: d("0.30"), context_length: 4096 },
         max_tokens: 16,
         replica_loss: false,
     }
@@ -46,6 +46,7 @@ fn record(id: &str, status: &str, http_status: i32, input: i32, output: i32) -> 
         http_status,
         error_code: None,
         input_tokens: input,
+        cached_tokens: 0,
         output_tokens: output,
         cost,
         created_at: DateTime::from_timestamp(1_800_000_100, 0).unwrap(),

@@ -28,12 +28,6 @@ pub(super) async fn list(State(console): State<Console>, signed: SignedIn, Query
     layout::page_or_error(&signed, Section::Requests, "Requests", body)
 }
 
-/// Cached prompt tokens. The ledger does not record them yet (the worker's prompt caching, issue 15, adds
-/// them); until it does, no token was served from a cache, so the count is 0.
-fn cached_tokens(_row: &CostRow) -> i64 {
-    0
-}
-
 async fn build_list(console: &Console, signed: &SignedIn, cursor: Option<&str>) -> Result<Markup, ConsoleError> {
     let tenant = signed.customer()?.caller.tenant_id;
     let before = cursor.map(parse_cursor).transpose()?;
@@ -60,7 +54,7 @@ async fn build_list(console: &Console, signed: &SignedIn, cursor: Option<&str>) 
                             td data-label="Status" { span class=(format!("status {}", r.status)) { (r.status) } }
                             td.num.cost data-label="Cost (USD)" { (money(r.cost)) }
                             td.num data-label="Input" { (r.input_tokens) }
-                            td.num data-label="Cached" { (cached_tokens(r)) }
+                            td.num data-label="Cached" { (r.cached_tokens) }
                             td.num data-label="Output" { (r.output_tokens) }
                             td.num data-label="ms" { (r.latency_ms) }
                         }
@@ -105,7 +99,7 @@ async fn build_detail(console: &Console, signed: &SignedIn, id: &str) -> Result<
             dt { "Status" } dd { span class=(format!("status {}", r.status)) { (r.status) } " (HTTP " (r.http_status) ")" }
             @if let Some(code) = &r.error_code { dt { "Error code" } dd { code { (code) } } }
             dt { "Input tokens" } dd { (r.input_tokens) }
-            dt { "Cached input tokens" } dd { (cached_tokens(&r)) }
+            dt { "Cached input tokens" } dd { (r.cached_tokens) }
             dt { "Output tokens" } dd { (r.output_tokens) }
             dt { "Cost" } dd.cost { (money(r.cost)) " USD" }
             @if !r.shortfall.is_zero() {

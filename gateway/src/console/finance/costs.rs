@@ -28,6 +28,7 @@ struct Record {
     endpoint: String,
     status: String,
     input_tokens: i64,
+    cached_tokens: i64,
     output_tokens: i64,
     cost: Decimal,
     shortfall: Decimal,
@@ -125,7 +126,7 @@ async fn build(console: &Console, signed: &SignedIn, f: &Filters) -> Result<Mark
                 thead {
                     tr {
                         th { "Time (UTC)" } th { "Request" } th { "Tenant" } th { "Model" } th { "Status" }
-                        th.num { "Cost (USD)" } th.num { "Shortfall" } th.num { "Input" } th.num { "Output" }
+                        th.num { "Cost (USD)" } th.num { "Shortfall" } th.num { "Input" } th.num { "Cached" } th.num { "Output" }
                     }
                 }
                 tbody {
@@ -139,6 +140,7 @@ async fn build(console: &Console, signed: &SignedIn, f: &Filters) -> Result<Mark
                             td.num.cost data-label="Cost (USD)" { (money(r.cost)) }
                             td.num data-label="Shortfall" { (money(r.shortfall)) }
                             td.num data-label="Input" { (r.input_tokens) }
+                            td.num data-label="Cached" { (r.cached_tokens) }
                             td.num data-label="Output" { (r.output_tokens) }
                         }
                     }

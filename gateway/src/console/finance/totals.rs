@@ -22,6 +22,7 @@ struct Total {
     tenant_id: Uuid,
     requests: i64,
     input_tokens: i64,
+    cached_tokens: i64,
     output_tokens: i64,
     cost: Decimal,
     shortfall: Decimal,
@@ -62,7 +63,7 @@ async fn build(console: &Console, signed: &SignedIn, month: &str) -> Result<Mark
             table.responsive #totals {
                 thead {
                     tr {
-                        th { "Tenant" } th.num { "Requests" } th.num { "Input tokens" } th.num { "Output tokens" }
+                        th { "Tenant" } th.num { "Requests" } th.num { "Input tokens" } th.num { "Cached input" } th.num { "Output tokens" }
                         th.num { "Cost (USD)" } th.num { "Shortfall" } th.num { "Charged" }
                     }
                 }
@@ -72,6 +73,7 @@ async fn build(console: &Console, signed: &SignedIn, month: &str) -> Result<Mark
                             td data-label="Tenant" { (name_of(&tenants, t.tenant_id)) }
                             td.num data-label="Requests" { (t.requests) }
                             td.num data-label="Input tokens" { (t.input_tokens) }
+                            td.num data-label="Cached input" { (t.cached_tokens) }
                             td.num data-label="Output tokens" { (t.output_tokens) }
                             td.num.cost data-label="Cost (USD)" { (money(t.cost)) }
                             td.num data-label="Shortfall" { (money(t.shortfall)) }
@@ -81,7 +83,7 @@ async fn build(console: &Console, signed: &SignedIn, month: &str) -> Result<Mark
                 }
                 tfoot {
                     tr {
-                        th { "All tenants" } td.num data-label="Requests" { (requests) } td {} td {}
+                        th { "All tenants" } td.num data-label="Requests" { (requests) } td {} td {} td {}
                         td.num.cost #grand-total data-label="Cost (USD)" { (money(cost)) }
                         td.num data-label="Shortfall" { (money(shortfall)) }
                         td.num data-label="Charged" { (money(cost - shortfall)) }

@@ -7,15 +7,16 @@ use bytes::Bytes;
 use rust_decimal::Decimal;
 use serde_json::{json, Value};
 
-use super::object::{stop_reason, tool_use_id};
-use crate::billing::json_with_cost;
+use super::object::{stop_reason, tool_use_id, usage};
+use crate::billing::{json_with_cost, Tokens};
 use crate::error::ApiError;
 use crate::inference::stream::Events;
 
 pub struct MessageEvents {
     id: String,
     model: String,
-    input_tokens: u32,
+    /// The prompt's counts as the worker last reported them (output 0: `message_start` announces none).
+    prompt: Tokens,
     started: bool,
     /// The block being written: its index and whether it is text.
     open: Option<(usize, bool)>,
@@ -26,7 +27,16 @@ pub struct MessageEvents {
 
 impl MessageEvents {
     pub fn new(id: String, model: String) -> Self {
-        Self { id, model, input_tokens: 0, started: false, open: None, next_index: 0, finish_reason: "stop".into(), stop_sequence: None }
+        Self {
+            id,
+            model,
+            prompt: Tokens::default(),
+            started: false,
+            open: None,
+            next_index: 0,
+            finish_reason: "stop".into(),
+            stop_sequence: None,
+        }
     }
 
     fn event(kind: &str, mut fields: Value) -> Bytes {
@@ -41,7 +51,7 @@ impl MessageEvents {
         self.started = true;
         let message = json!({"id": self.id, "type": "message", "role": "assistant", "model": self.model, "content": [],
                              "stop_reason": null, "stop_sequence": null,
-                             "usage": {"input_tokens": self.input_tokens, "output_tokens": 0}});
+                             "usage": usage(&self.prompt)});
         events.push(Self::event("message_start", json!({"message": message})));
     }
 
@@ -67,8 +77,8 @@ impl Events for MessageEvents {
         Vec::new()
     }
 
-    fn metered(&mut self, input_tokens: u32, _output_tokens: u32) {
-        self.input_tokens = input_tokens;
+    fn metered(&mut self, tokens: Tokens) {
+        self.prompt = Tokens::new(tokens.input, tokens.cached, 0);
     }
 
     fn chunk(&mut self, chunk: Value) -> Vec<Bytes> {
@@ -111,9 +121,9 @@ impl Events for MessageEvents {
     }
 
     fn complete(&mut self, usage_chunk: Value, cost: Decimal) -> Vec<Bytes> {
-        let usage = &usage_chunk["usage"];
+        let tokens = Tokens::of_usage(&usage_chunk["usage"]);
         if !self.started {
-            self.input_tokens = usage["prompt_tokens"].as_u64().and_then(|n| u32::try_from(n).ok()).unwrap_or(self.input_tokens);
+            self.prompt = Tokens::new(tokens.input, tokens.cached, 0);
         }
         let mut events = Vec::new();
         self.start_message(&mut events);
@@ -121,7 +131,7 @@ impl Events for MessageEvents {
         let delta = json!({
             "type": "message_delta",
             "delta": {"stop_reason": stop_reason(&self.finish_reason, self.stop_sequence.as_deref()), "stop_sequence": self.stop_sequence},
-            "usage": {"input_tokens": usage["prompt_tokens"], "output_tokens": usage["completion_tokens"]},
+            "usage": usage(&tokens),
         });
         let text = json_with_cost(&delta, cost);
         events.push(Bytes::from(format!("event: message_delta\ndata: {text}\n\n")));

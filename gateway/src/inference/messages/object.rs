@@ -2,6 +2,8 @@
 
 use serde_json::{json, Value};
 
+use crate::billing::Tokens;
+
 /// Anthropic's `stop_reason` for a chat `finish_reason` (and the stop sequence that ended the answer).
 #[must_use]
 pub fn stop_reason(finish_reason: &str, stop_sequence: Option<&str>) -> &'static str {
@@ -47,6 +49,35 @@ pub fn message(id: &str, model: &str, answer: &Value) -> Value {
         "content": content,
         "stop_reason": stop_reason(choice["finish_reason"].as_str().unwrap_or("stop"), stop_sequence),
         "stop_sequence": stop_sequence,
-        "usage": {"input_tokens": answer["usage"]["prompt_tokens"], "output_tokens": answer["usage"]["completion_tokens"]},
+        "usage": usage(&Tokens::of_usage(&answer["usage"])),
     })
+}
+
+/// Anthropic's usage for these counts: `input_tokens` are the prompt tokens computed afresh, without those
+/// read from the cache (`cache_read_input_tokens`); nothing is written to a cache on request
+/// (`cache_creation_input_tokens` 0: prefixes are kept without `cache_control`, at no extra price).
+#[must_use]
+pub fn usage(tokens: &Tokens) -> Value {
+    json!({
+        "input_tokens": tokens.uncached(),
+        "output_tokens": tokens.output,
+        "cache_creation_input_tokens": 0,
+        "cache_read_input_tokens": tokens.cached,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn input_tokens_leave_out_the_cache_reads() {
+        let answer = json!({"choices": [{"message": {"content": "hi"}, "finish_reason": "stop"}],
+                            "usage": {"prompt_tokens": 120, "completion_tokens": 7, "prompt_tokens_details": {"cached_tokens": 96}}});
+        let m = message("msg_1", "m", &answer);
+        assert_eq!(
+            m["usage"],
+            json!({"input_tokens": 24, "output_tokens": 7, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 96})
+        );
+    }
 }

@@ -79,14 +79,32 @@ pub fn output_text(text: &str) -> Value {
     json!({"type": "output_text", "text": text, "annotations": [], "logprobs": []})
 }
 
-/// Chat usage → Responses usage. `cost` is added by the caller when serializing.
+/// Chat usage → Responses usage (`input_tokens` counts the cached ones too, as OpenAI's does). `cost` is
+/// added by the caller when serializing.
 fn responses_usage(chat: &Value) -> Value {
     let n = |k: &str| chat[k].as_u64().unwrap_or(0);
+    let cached = chat["prompt_tokens_details"]["cached_tokens"].as_u64().unwrap_or(0);
     json!({
         "input_tokens": n("prompt_tokens"),
-        "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
+        "input_tokens_details": {"cached_tokens": cached, "cache_write_tokens": 0},
         "output_tokens": n("completion_tokens"),
         "output_tokens_details": {"reasoning_tokens": 0},
         "total_tokens": n("prompt_tokens") + n("completion_tokens"),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cached_tokens_are_part_of_the_input_tokens() {
+        let chat =
+            json!({"prompt_tokens": 120, "completion_tokens": 7, "total_tokens": 127, "prompt_tokens_details": {"cached_tokens": 96}});
+        let usage = responses_usage(&chat);
+        assert_eq!(usage["input_tokens"], 120);
+        assert_eq!(usage["input_tokens_details"], json!({"cached_tokens": 96, "cache_write_tokens": 0}));
+        assert_eq!(usage["total_tokens"], 127);
+        assert_eq!(responses_usage(&json!({"prompt_tokens": 3, "completion_tokens": 1}))["input_tokens_details"]["cached_tokens"], 0);
+    }
 }

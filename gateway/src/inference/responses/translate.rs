@@ -36,7 +36,8 @@ pub fn to_chat(request: &Value) -> Result<Value, ApiError> {
     if let Some(max) = obj.get("max_output_tokens").filter(|v| !v.is_null()) {
         chat.insert("max_completion_tokens".into(), max.clone());
     }
-    for key in ["temperature", "top_p", "seed", "stop"] {
+    // `prompt_cache_key` only steers routing (see `upstream/affinity.rs`).
+    for key in ["temperature", "top_p", "seed", "stop", "prompt_cache_key"] {
         if let Some(v) = obj.get(key).filter(|v| !v.is_null()) {
             chat.insert(key.into(), v.clone());
         }
