@@ -149,7 +149,7 @@ def test_unknown_model(client):
 def test_schema_the_engine_cannot_enforce(client, model):
     schema = {
         "type": "object",
-        "properties": {"tags": {"type": "array", "items": {"type": "string"}, "uniqueItems": True}},
+        "properties": {"tags": {"type": "array", "items": {"type": "string"}, "uniqueItems": True, "minItems": 2}},
         "required": ["tags"],
         "additionalProperties": False,
     }

@@ -76,7 +76,7 @@ def test_refusals_map_to_sdk_errors(client, model):
         client.responses.create(model=model, input="x", previous_response_id="resp_missing")
     assert previous.value.code == "previous_response_not_found"
     with pytest.raises(openai.BadRequestError) as rejected:
-        schema = {"type": "array", "items": {"type": "integer"}, "uniqueItems": True}
+        schema = {"type": "array", "items": {"type": "integer"}, "uniqueItems": True, "minItems": 2}
         client.responses.create(
             model=model, input="x", text={"format": {"type": "json_schema", "name": "u", "schema": schema}}
         )

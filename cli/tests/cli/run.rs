@@ -87,7 +87,7 @@ fn the_prompt_comes_from_stdin_with_a_dash() {
 #[test]
 fn a_refused_schema_exits_3() {
     // Valid JSON Schema the engine cannot enforce: the gateway passes on its `upstream_rejected`.
-    let schema = json!({"type": "array", "items": {"type": "integer"}, "uniqueItems": true}).to_string();
+    let schema = json!({"type": "array", "items": {"type": "integer"}, "uniqueItems": true, "minItems": 2}).to_string();
     let run = runaii(&["run", MODEL, "Numbers?", "--json-schema", &schema, "--max-tokens", "20"]).run();
     assert_eq!(run.code, 3, "{}", run.stderr);
     assert!(run.stdout.is_empty());
