@@ -114,7 +114,8 @@ async fn bad_schemas_are_400_and_cost_nothing() {
     assert_eq!(status, 400, "{body}");
 
     let mut unenforceable = invoice_request();
-    unenforceable["response_format"]["json_schema"]["schema"] = json!({"type": "array", "items": {"type": "integer"}, "uniqueItems": true, "minItems": 2});
+    unenforceable["response_format"]["json_schema"]["schema"] =
+        json!({"type": "array", "items": {"type": "integer"}, "uniqueItems": true, "minItems": 2});
     let (status, body, request_id) = app.post_json("/v1/chat/completions", &unenforceable).await;
     assert_eq!(status, 400, "{body}");
     assert_eq!(body["error"]["code"], "upstream_rejected");

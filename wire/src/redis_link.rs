@@ -33,11 +33,12 @@ impl Target {
     /// A malformed URL (an unreachable Redis is not an error here).
     pub fn open(url: &str, timeout: Duration) -> RedisResult<Self> {
         let nodes: Vec<&str> = url.split(',').map(str::trim).filter(|n| !n.is_empty()).collect();
-        if nodes.len() > 1 {
-            let client = ClusterClient::builder(nodes).connection_timeout(timeout).response_timeout(timeout).retries(1).build()?;
-            return Ok(Self::Cluster(client));
+        match nodes.as_slice() {
+            [one] => Ok(Self::Single(redis::Client::open(*one)?)),
+            // Empty: the client's own error names what is wrong.
+            [] => Ok(Self::Single(redis::Client::open(url)?)),
+            _ => Ok(Self::Cluster(ClusterClient::builder(nodes).connection_timeout(timeout).response_timeout(timeout).retries(1).build()?)),
         }
-        Ok(Self::Single(redis::Client::open(url.trim())?))
     }
 
     #[must_use]
