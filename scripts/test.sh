@@ -12,8 +12,10 @@ scripts/check-deploy.sh
 scripts/fetch-model.sh
 cargo test --workspace --locked "$@"
 
-# The SDK tests start the binaries from $CARGO_TARGET_DIR/debug (a no-op when cargo test built them).
-cargo build --locked -p runaii-worker -p runaii-gateway
+# The SDK tests start the binaries from $CARGO_TARGET_DIR/debug. A no-op after cargo test: the same
+# packages and targets, so the same features (`-p <crate>` would unify features differently and rebuild
+# llama.cpp, 10 minutes here).
+cargo build --locked --workspace --all-targets
 
 # A virtualenv at $1 with the requirements in $2, installed only when they changed since the last install.
 ensure_venv() {
