@@ -52,8 +52,10 @@ wait_http() {
 command -v psql >/dev/null && command -v curl >/dev/null || die "psql and curl are needed"
 pg_isready -q -d "$server/postgres" -t 3 || die "Postgres at $server does not answer"
 
-flags=(--locked -p runaii-gateway -p runaii-loadtest)
-[ "$profile" = release ] && flags+=(--release)
+# Debug: the same selection as scripts/test.sh, so its build is reused (`-p` would unify features
+# differently and rebuild llama.cpp). Release: only what this test runs.
+flags=(--locked --workspace --all-targets)
+[ "$profile" = release ] && flags=(--locked --release -p runaii-gateway -p runaii-loadtest)
 say "building ($profile)"
 cargo build "${flags[@]}" >&2
 bin="$CARGO_TARGET_DIR/$profile"
@@ -77,6 +79,7 @@ for port in "${ports[@]}"; do
 done
 "$bin/balancer" --listen "127.0.0.1:$balancer_port" \
   --backends "$(printf '127.0.0.1:%s,' "${ports[@]}" | sed 's/,$//')" >"$out/balancer.log" 2>&1 &
+wait_http "http://127.0.0.1:$balancer_port/health"
 
 say "$clients clients for $seconds s through 127.0.0.1:$balancer_port; SIGKILL to replica :${ports[1]} after $kill_after s"
 "$bin/loadtest" --base-url "http://127.0.0.1:$balancer_port" --api-key-file "$out/api-key" --model mock-model \
