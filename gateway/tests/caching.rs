@@ -430,3 +430,23 @@ async fn a_repeated_long_prompt_is_read_from_the_cache_and_billed_at_the_cached_
         assert!(again.cost < first.cost || first.cached >= again.cached, "{what}: a cache hit costs less: {first:?} {again:?}");
     }
 }
+
+#[tokio::test]
+async fn one_tenant_never_reads_another_tenant_s_cached_prompt() {
+    // Two tenants on the one shared worker. A prompt of their own (the id first), so no other test's
+    // cache can match it.
+    let (a, b) = (spawn_app().await, spawn_app().await);
+    let system = format!("Case {}.\n{}", uuid::Uuid::now_v7(), long_system_prompt());
+    let body = json!({"model": MODEL, "max_tokens": 8, "temperature": 0,
+                      "messages": [{"role": "system", "content": system}, {"role": "user", "content": "Invoice #A-1024, total 420.00 USD."}]});
+    let path = "/v1/chat/completions";
+    let first = ask(&a, path, &body).await;
+    assert_eq!(first.cached, 0, "{first:?}");
+    let again = ask(&a, path, &body).await;
+    assert!(again.cached >= 1000, "a tenant reuses its own prompt: {again:?}");
+    // The neighbour sends the very same prompt: it must find nothing cached, or it would learn (from
+    // cached_tokens, or from how soon it answers) what the first tenant sent.
+    let neighbour = ask(&b, path, &body).await;
+    assert_eq!(neighbour.cached, 0, "tenant b read tenant a's prompt from the worker's cache: {neighbour:?}");
+    assert_eq!(neighbour.input, first.input);
+}

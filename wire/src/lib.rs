@@ -6,9 +6,10 @@
 //!
 //! Besides the types, what both binaries must do alike: the schema budget checked before any compile
 //! (`schema_budget`), the worker credential and signed registry announcements (`worker_auth`,
-//! `announcement`), Prometheus exposition (`metrics`), reaching Redis or a Redis Cluster (`redis_link`) and stopping on SIGTERM (`shutdown`).
+//! `announcement`), whose prompt cache a request may read (`cache_scope`), Prometheus exposition (`metrics`), reaching Redis or a Redis Cluster (`redis_link`) and stopping on SIGTERM (`shutdown`).
 
 pub mod announcement;
+pub mod cache_scope;
 pub mod chat;
 pub mod error;
 pub mod metrics;

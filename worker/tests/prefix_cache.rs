@@ -6,7 +6,8 @@
 
 mod common;
 
-use common::{metric, post, MODEL};
+use common::{client, metric, post, MODEL};
+use runaii_wire::cache_scope::{self, CacheScope};
 use serde_json::{json, Value};
 
 /// A system prompt of well over 1,000 tokens.
@@ -76,4 +77,40 @@ async fn with_the_cache_off_every_prompt_is_decoded_whole() {
         assert_eq!(status, 200, "{body}");
         assert_eq!(cached(&body), 0);
     }
+}
+
+async fn post_scoped(base: &str, body: &Value, scope: &str) -> Value {
+    let r = client().post(format!("{base}/v1/chat/completions")).header(cache_scope::HEADER, scope).json(body).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    r.json().await.unwrap()
+}
+
+#[tokio::test]
+async fn one_tenant_never_reads_another_tenant_s_cached_prefix() {
+    // One slot: both tenants' prompts land on the same sequence, so only the scope can keep them apart.
+    let worker = common::start(&["--slots", "1"]);
+    let base = &worker.url;
+    let scope = |name: &[u8]| CacheScope::of_tenant(name).header_value().unwrap().to_owned();
+    let (a, b) = (scope(b"tenant a"), scope(b"tenant b"));
+    let question = request("Invoice 4: item group 3, 7.00 EUR. What is the amount?");
+
+    let first = post_scoped(base, &question, &a).await;
+    assert_eq!(cached(&first), 0);
+    let neighbour = post_scoped(base, &question, &b).await;
+    assert_eq!(cached(&neighbour), 0, "tenant b read tenant a's prompt from the cache: {}", neighbour["usage"]);
+    assert_eq!(neighbour["timings"]["cache_n"], 0);
+    // b's own prompt, now cached under b, is b's to reuse.
+    let again = post_scoped(base, &question, &b).await;
+    assert!(cached(&again) >= 1000, "a tenant reuses its own prefix: {}", again["usage"]);
+    let unscoped = post(base, &question).await.1;
+    assert_eq!(cached(&unscoped), 0, "a request without a scope reads no tenant's cache");
+
+    let r = client()
+        .post(format!("{base}/v1/chat/completions"))
+        .header(cache_scope::HEADER, "not a scope")
+        .json(&question)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400, "a malformed scope is refused, not read as none");
 }

@@ -4,6 +4,9 @@
 //! Once a worker has the request, nothing is retried: tokens may have been generated, and the answer may
 //! already be on its way to the client.
 //!
+//! Every request carries its tenant's cache scope (`runaii_wire::cache_scope`): a worker reuses a cached
+//! prompt prefix only for the tenant that left it.
+//!
 //! What a worker answers about the request itself (a 4xx, a 5xx such as a failed validation) is that
 //! request's outcome: it never takes the worker out of rotation for everyone else. Only transport
 //! failures and timeouts do. Worker addresses and their error text stay in the logs, under the request
@@ -11,7 +14,8 @@
 
 use std::time::{Duration, Instant};
 
-use reqwest::header::{HeaderMap, AUTHORIZATION};
+use reqwest::header::{HeaderMap, HeaderValue, AUTHORIZATION};
+use runaii_wire::cache_scope::{self, CacheScope};
 use serde_json::Value;
 use tracing::field::Empty;
 use tracing::Instrument as _;
@@ -19,6 +23,7 @@ use tracing::Instrument as _;
 use uuid::Uuid;
 
 use super::affinity::Affinity;
+use super::load::InFlight;
 use crate::error::ApiError;
 use crate::state::AppState;
 
@@ -30,6 +35,8 @@ pub struct Upstream {
     /// When the request went to this worker: the gateway's overhead is measured against it.
     pub sent: Instant,
     pub limits: Limits,
+    /// Counts the request in the worker's load until the answer is read or dropped.
+    pub in_flight: InFlight,
 }
 
 /// How long either end of an answer may keep it waiting.
@@ -67,16 +74,18 @@ pub async fn send(state: &AppState, tenant: Uuid, model: &str, body: &Value, req
         worker_idle: Duration::from_millis(state.settings.workers.worker_idle_timeout_ms),
         client_write: Duration::from_millis(state.settings.client_write_timeout_ms),
     };
+    let scope = CacheScope::of_tenant(tenant.as_bytes());
     let mut all_busy = true;
     let mut last_failure = String::new();
     for worker in workers.iter().take(ATTEMPTS) {
         let started = Instant::now();
-        match attempt(state, &worker.url, body, request_id, timeout).await {
+        let in_flight = state.registry.start_request(&worker.url);
+        match attempt(state, &worker.url, body, request_id, &scope, timeout).await {
             Attempt::Answered(response) if response.status() == reqwest::StatusCode::SERVICE_UNAVAILABLE => {
                 // A full queue is load, not failure, and nothing ran: try the next worker.
                 tracing::info!(%request_id, worker = %worker.url, "worker at capacity; trying another");
             }
-            Attempt::Answered(response) => return Ok(Upstream { response, worker: worker.url.clone(), sent: started, limits }),
+            Attempt::Answered(response) => return Ok(Upstream { response, worker: worker.url.clone(), sent: started, limits, in_flight }),
             Attempt::NotDelivered(detail) => {
                 all_busy = false;
                 tracing::warn!(%request_id, worker = %worker.url, %detail, "worker unreachable; trying another");
@@ -97,7 +106,7 @@ pub async fn send(state: &AppState, tenant: Uuid, model: &str, body: &Value, req
     Err(ApiError::UpstreamFailed(last_failure))
 }
 
-async fn attempt(state: &AppState, url: &str, body: &Value, request_id: &str, timeout: Duration) -> Attempt {
+async fn attempt(state: &AppState, url: &str, body: &Value, request_id: &str, scope: &CacheScope, timeout: Duration) -> Attempt {
     // The worker's span continues this one: the trace goes on in its `traceparent` header.
     let span = tracing::info_span!(
         "worker request",
@@ -108,6 +117,10 @@ async fn attempt(state: &AppState, url: &str, body: &Value, request_id: &str, ti
     );
     let mut headers = HeaderMap::new();
     runaii_telemetry::inject(&span, &mut headers);
+    // The tenant's cache scope: the worker reuses only this tenant's cached prompt prefixes.
+    if let Some(value) = scope.header_value().and_then(|v| HeaderValue::from_str(v).ok()) {
+        headers.insert(cache_scope::HEADER, value);
+    }
     let request = state
         .http
         .post(format!("{url}/v1/chat/completions"))

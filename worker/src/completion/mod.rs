@@ -9,6 +9,7 @@ mod sampling;
 use std::sync::Arc;
 use std::time::Instant;
 
+use runaii_wire::cache_scope::CacheScope;
 use runaii_wire::{ChatCompletionRequest, ResponseFormat};
 use tokio::sync::mpsc;
 
@@ -40,11 +41,12 @@ impl Prepared {
         self.constraint.as_ref().and_then(|c| c.validator())
     }
 
-    /// Hands the job to the engine's bounded queue.
+    /// Hands the job to the engine's bounded queue; its prompt may reuse cached prefixes of `cache_scope`
+    /// only.
     ///
     /// # Errors
     /// [`ApiError::Overloaded`] when the queue is full.
-    pub fn submit(self, loaded: &Loaded) -> Result<mpsc::UnboundedReceiver<Event>, ApiError> {
+    pub fn submit(self, loaded: &Loaded, cache_scope: CacheScope) -> Result<mpsc::UnboundedReceiver<Event>, ApiError> {
         let (events, receiver) = mpsc::unbounded_channel();
         let job = Job {
             prompt: self.prompt,
@@ -54,6 +56,7 @@ impl Prepared {
             constraint: self.constraint,
             events,
             enqueued: Instant::now(),
+            cache_scope,
         };
         loaded.jobs.try_send(job).map_err(|_| ApiError::Overloaded)?;
         Ok(receiver)

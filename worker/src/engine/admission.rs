@@ -35,7 +35,7 @@ impl Scheduler<'_> {
                 }
             };
             let free = self.slots.iter().zip(&self.caches).enumerate().filter(|(_, (s, _))| s.is_none()).map(|(i, (_, c))| (i, c));
-            let Some(placement) = prefix::place(free, &job.prompt) else { break };
+            let Some(placement) = prefix::place(free, &job.prompt, &job.cache_scope) else { break };
             let kept = self.keep_prefix(placement);
             EngineStats::add(&self.stats.admitted, 1);
             EngineStats::add(&self.stats.prompt_tokens, job.prompt.len() as u64);

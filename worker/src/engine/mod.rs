@@ -17,6 +17,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use llama_cpp_2::token::LlamaToken;
+use runaii_wire::cache_scope::CacheScope;
 use runaii_wire::{FinishReason, Timings, Usage};
 use tokio::sync::mpsc;
 
@@ -36,6 +37,8 @@ pub struct Job {
     pub constraint: Option<Arc<Compiled>>,
     pub events: mpsc::UnboundedSender<Event>,
     pub enqueued: Instant,
+    /// Whose cached prefixes this prompt may reuse (`prefix.rs`).
+    pub cache_scope: CacheScope,
 }
 
 /// What the engine tells a request, in order: deltas, then exactly one `Done` or `Failed`.

@@ -6,8 +6,13 @@
 //! the free sequence whose cached tokens share the longest prefix with it, and only the rest is
 //! prefilled. With no shared prefix anywhere, the least recently used sequence is taken, so the caches
 //! other prompts may still want survive longest.
+//!
+//! A cached prefix is reused only by a request of the same cache scope (the gateway's per-tenant
+//! `x-runaii-cache-scope`): another tenant's cache is, for a new prompt, no cache at all. Otherwise how
+//! fast a prompt answers, and its `cached_tokens`, would tell a tenant what another tenant sent.
 
 use llama_cpp_2::token::LlamaToken;
+use runaii_wire::cache_scope::CacheScope;
 
 /// What one sequence's KV cache holds while no request owns it.
 #[derive(Debug, Default, Clone)]
@@ -16,6 +21,8 @@ pub(super) struct CachedPrefix {
     pub tokens: Vec<LlamaToken>,
     /// When a request last left the sequence, on the scheduler's own clock (a counter).
     pub last_used: u64,
+    /// Whose prompt left these tokens: only a request of the same scope may reuse them.
+    pub scope: CacheScope,
 }
 
 /// The sequence a prompt is given, and how many of its leading tokens are already in that sequence.
@@ -38,10 +45,18 @@ pub(super) fn reusable(cached: &[LlamaToken], prompt: &[LlamaToken]) -> usize {
 }
 
 /// Picks among the free sequences (`free` yields each free slot's index and cache) the one to give
-/// `prompt`: the longest reusable prefix wins; among equals, the least recently used sequence.
-pub(super) fn place<'a>(free: impl IntoIterator<Item = (usize, &'a CachedPrefix)>, prompt: &[LlamaToken]) -> Option<Placement> {
+/// `prompt` of `scope`: the longest reusable prefix of the same scope wins; among equals, the least
+/// recently used sequence.
+pub(super) fn place<'a>(
+    free: impl IntoIterator<Item = (usize, &'a CachedPrefix)>,
+    prompt: &[LlamaToken],
+    scope: &CacheScope,
+) -> Option<Placement> {
     free.into_iter()
-        .map(|(slot, cache)| (Placement { slot, reused: reusable(&cache.tokens, prompt) }, cache.last_used))
+        .map(|(slot, cache)| {
+            let reused = if cache.scope == *scope { reusable(&cache.tokens, prompt) } else { 0 };
+            (Placement { slot, reused }, cache.last_used)
+        })
         .max_by(|(a, a_used), (b, b_used)| a.reused.cmp(&b.reused).then(b_used.cmp(a_used)))
         .map(|(placement, _)| placement)
 }
@@ -55,7 +70,7 @@ mod tests {
     }
 
     fn cache(ids: &[i32], last_used: u64) -> CachedPrefix {
-        CachedPrefix { tokens: tokens(ids), last_used }
+        CachedPrefix { tokens: tokens(ids), last_used, scope: CacheScope::default() }
     }
 
     #[test]
@@ -71,9 +86,28 @@ mod tests {
     fn longest_prefix_wins_then_least_recently_used() {
         let caches = [cache(&[1, 2], 5), cache(&[1, 2, 3, 4], 9), cache(&[7], 1), cache(&[], 3)];
         let free = || caches.iter().enumerate();
-        assert_eq!(place(free(), &tokens(&[1, 2, 3, 8])), Some(Placement { slot: 1, reused: 3 }));
-        assert_eq!(place(free(), &tokens(&[5, 6])), Some(Placement { slot: 2, reused: 0 }), "oldest when nothing is shared");
-        assert_eq!(place(free().filter(|(i, _)| *i != 1), &tokens(&[1, 2, 3])), Some(Placement { slot: 0, reused: 2 }));
-        assert_eq!(place(std::iter::empty(), &tokens(&[1])), None);
+        let none = CacheScope::default();
+        assert_eq!(place(free(), &tokens(&[1, 2, 3, 8]), &none), Some(Placement { slot: 1, reused: 3 }));
+        assert_eq!(place(free(), &tokens(&[5, 6]), &none), Some(Placement { slot: 2, reused: 0 }), "oldest when nothing is shared");
+        assert_eq!(place(free().filter(|(i, _)| *i != 1), &tokens(&[1, 2, 3]), &none), Some(Placement { slot: 0, reused: 2 }));
+        assert_eq!(place(std::iter::empty(), &tokens(&[1]), &none), None);
+    }
+
+    #[test]
+    fn another_scope_s_cache_is_never_reused() {
+        let (a, b) = (CacheScope::of_tenant(b"tenant a"), CacheScope::of_tenant(b"tenant b"));
+        let caches = [
+            CachedPrefix { tokens: tokens(&[1, 2, 3, 4]), last_used: 9, scope: a.clone() },
+            CachedPrefix { tokens: tokens(&[1, 2]), last_used: 5, scope: b.clone() },
+        ];
+        let free = || caches.iter().enumerate();
+        let prompt = tokens(&[1, 2, 3, 4, 5]);
+        assert_eq!(place(free(), &prompt, &a), Some(Placement { slot: 0, reused: 4 }));
+        assert_eq!(place(free(), &prompt, &b), Some(Placement { slot: 1, reused: 2 }), "b's own, shorter prefix, not a's");
+        assert_eq!(
+            place(free(), &prompt, &CacheScope::default()),
+            Some(Placement { slot: 1, reused: 0 }),
+            "no scope reuses nobody's cache; the oldest sequence is taken"
+        );
     }
 }

@@ -202,7 +202,8 @@ impl Scheduler<'_> {
         let mut active = self.slots[index].take()?;
         self.stats.active_slots.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
         self.clock += 1;
-        self.caches[index] = CachedPrefix { tokens: std::mem::take(&mut active.in_cache), last_used: self.clock };
+        let scope = std::mem::take(&mut active.job.cache_scope);
+        self.caches[index] = CachedPrefix { tokens: std::mem::take(&mut active.in_cache), last_used: self.clock, scope };
         Some(active)
     }
 

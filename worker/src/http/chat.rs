@@ -5,9 +5,10 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::State;
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
+use runaii_wire::cache_scope::{self, CacheScope};
 use runaii_wire::{AssistantMessage, ChatCompletion, ChatCompletionRequest, Choice, FunctionCall, ToolCall};
 use tracing::Instrument as _;
 
@@ -26,13 +27,25 @@ pub(super) fn tool_call(call: Call) -> ToolCall {
     }
 }
 
-pub(super) async fn create(State(state): State<AppState>, body: Result<Bytes, BytesRejection>) -> Response {
-    let outcome = handle(&state, body).await;
+pub(super) async fn create(State(state): State<AppState>, headers: HeaderMap, body: Result<Bytes, BytesRejection>) -> Response {
+    let outcome = handle(&state, &headers, body).await;
     state.metrics.record_outcome(outcome.as_ref().err());
     outcome.unwrap_or_else(IntoResponse::into_response)
 }
 
-async fn handle(state: &AppState, body: Result<Bytes, BytesRejection>) -> Result<Response, ApiError> {
+/// The request's cache scope: the gateway's header, or none for a direct caller. A header that is not a
+/// scope is refused rather than read as none, so a gateway bug cannot silently share caches.
+fn cache_scope(headers: &HeaderMap) -> Result<CacheScope, ApiError> {
+    let Some(value) = headers.get(cache_scope::HEADER) else { return Ok(CacheScope::default()) };
+    value.to_str().ok().and_then(CacheScope::parse).ok_or_else(|| ApiError::InvalidRequest {
+        message: format!("malformed {} header", cache_scope::HEADER),
+        param: None,
+        code: "invalid_header",
+    })
+}
+
+async fn handle(state: &AppState, headers: &HeaderMap, body: Result<Bytes, BytesRejection>) -> Result<Response, ApiError> {
+    let scope = cache_scope(headers)?;
     let body = body.map_err(|rejection| match rejection.status() {
         StatusCode::PAYLOAD_TOO_LARGE => ApiError::PayloadTooLarge(state.settings.max_body_bytes),
         _ => ApiError::InvalidJson(rejection.body_text()),
@@ -49,7 +62,7 @@ async fn handle(state: &AppState, body: Result<Bytes, BytesRejection>) -> Result
     let validator = prepared.validator();
     let tools = prepared.tools.clone();
     let prepared_prompt_tokens = u32::try_from(prepared.prompt.len()).unwrap_or(u32::MAX);
-    let events = prepared.submit(loaded)?;
+    let events = prepared.submit(loaded, scope)?;
     let meta = ResponseMeta::new(&request.model);
     // From the queue to the last token; a stream's relay task carries it to the stream's end.
     let generation = tracing::info_span!("generate", prompt_tokens = i64::from(prepared_prompt_tokens), stream = request.stream);
