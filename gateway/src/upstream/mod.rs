@@ -1,11 +1,12 @@
 //! Reaching workers: which ones are ready (`registry`), which of them most likely holds the request's
 //! prompt prefix in its cache (`affinity`), and sending a request to that one or the least loaded,
 //! retrying once elsewhere when a worker fails before answering (`client`); reading what it answers
-//! within limits (`body`).
+//! within limits (`body`); and this replica's own requests in each worker's load (`load`).
 
 pub mod affinity;
 pub mod body;
 mod client;
+mod load;
 mod registry;
 
 pub use client::{send, Limits, Upstream};

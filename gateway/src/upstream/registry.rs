@@ -7,6 +7,9 @@
 //!   whoever can reach Redis) is ignored and counted;
 //! - workers configured in the database (`model_workers`, written by ops), probed on `/health`.
 //!
+//! Each status is adjusted by what this replica knows better (`load.rs`): its own requests in flight
+//! there, and those that ended since the status was taken.
+//!
 //! A worker that fails at the transport level (refused connection, timeout) is set aside for a few
 //! seconds. Answers about a request (4xx, a failed validation) never take a worker out of rotation.
 //! Nothing here is state another replica needs.
@@ -18,6 +21,8 @@ use std::time::{Duration, Instant};
 use runaii_wire::announcement::{self, Opened, Rejected, REGISTRY_KEY};
 use runaii_wire::worker_auth::WorkerSecrets;
 use sqlx::PgPool;
+
+use super::load::{InFlight, LocalLoad, Mark};
 
 pub use runaii_wire::announcement::WorkerStatus;
 
@@ -35,7 +40,8 @@ const DELETE_IF_UNCHANGED: &str =
 #[derive(Debug, Default)]
 struct View {
     announced: Vec<Opened>,
-    probed: Vec<WorkerStatus>,
+    /// Probed statuses, each with this replica's count of finished requests when the probe was sent.
+    probed: Vec<(WorkerStatus, Mark)>,
 }
 
 pub struct Registry {
@@ -44,6 +50,8 @@ pub struct Registry {
     http: reqwest::Client,
     secrets: WorkerSecrets,
     view: RwLock<View>,
+    /// This replica's own requests, by worker.
+    load: LocalLoad,
     set_aside: Mutex<HashMap<String, Instant>>,
     /// Fields already warned about, so a bad entry is logged once, not at every refresh.
     warned: Mutex<HashSet<String>>,
@@ -61,7 +69,16 @@ const HEALTH_MAX_BYTES: usize = 64 * 1024;
 impl Registry {
     #[must_use]
     pub fn new(redis: Arc<RedisLink>, db: PgPool, http: reqwest::Client, secrets: WorkerSecrets) -> Self {
-        Self { redis, db, http, secrets, view: RwLock::default(), set_aside: Mutex::default(), warned: Mutex::default() }
+        Self {
+            redis,
+            db,
+            http,
+            secrets,
+            view: RwLock::default(),
+            load: LocalLoad::default(),
+            set_aside: Mutex::default(),
+            warned: Mutex::default(),
+        }
     }
 
     /// Ready workers of one model, least loaded first. Reads memory only.
@@ -76,14 +93,29 @@ impl Registry {
         let now = announcement::now_ms();
         let set_aside = self.currently_set_aside();
         let view = self.view.read().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let mut workers: Vec<WorkerStatus> = view.announced.iter().filter(|a| a.expires_at_ms > now).map(|a| a.status.clone()).collect();
-        for status in &view.probed {
-            if !workers.iter().any(|w| w.url == status.url && w.model == status.model) {
-                workers.push(status.clone());
+        // An announcement's time is the worker's, not a point in this replica's count: no mark.
+        let mut workers: Vec<(WorkerStatus, Option<Mark>)> =
+            view.announced.iter().filter(|a| a.expires_at_ms > now).map(|a| (a.status.clone(), None)).collect();
+        for (status, mark) in &view.probed {
+            if !workers.iter().any(|(w, _)| w.url == status.url && w.model == status.model) {
+                workers.push((status.clone(), Some(*mark)));
             }
         }
-        workers.retain(|w| !set_aside.contains(&w.url));
+        drop(view);
+        workers.retain(|(w, _)| !set_aside.contains(&w.url));
         workers
+            .into_iter()
+            .map(|(mut status, mark)| {
+                self.load.adjust(&mut status, mark);
+                status
+            })
+            .collect()
+    }
+
+    /// Counts a request to `url` in that worker's load until the guard drops.
+    #[must_use]
+    pub fn start_request(&self, url: &str) -> InFlight {
+        self.load.start(url)
     }
 
     /// Models with at least one ready worker.
@@ -169,10 +201,11 @@ impl Registry {
         };
         let mut fresh = Vec::with_capacity(configured.len());
         for (model, url) in configured {
+            let mark = self.load.mark(&url);
             if let Some(status) = self.probe_one(&model, &url).await {
                 // Healthy again: back into routing before its set-aside ends.
                 self.set_aside.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(&url);
-                fresh.push(status);
+                fresh.push((status, mark));
             }
         }
         self.view.write().unwrap_or_else(std::sync::PoisonError::into_inner).probed = fresh;
