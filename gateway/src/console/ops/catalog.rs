@@ -26,6 +26,7 @@ struct Entry {
     owned_by: String,
     context_length: i32,
     input_price_per_mtok: Decimal,
+    cached_input_price_per_mtok: Decimal,
     output_price_per_mtok: Decimal,
     supports_structured_outputs: bool,
     supports_tools: bool,
@@ -59,7 +60,7 @@ pub(super) async fn list(State(console): State<Console>, signed: SignedIn, Query
                 table.responsive #catalog {
                     thead {
                         tr {
-                            th { "Model" } th.num { "Input" } th.num { "Output" } th.num { "Context" }
+                            th { "Model" } th.num { "Input" } th.num { "Cached input" } th.num { "Output" } th.num { "Context" }
                             th { "Enabled" } th { "Public" } th { "Capabilities" } th { "Ready" } th { "Workers" } th {}
                         }
                     }
@@ -68,6 +69,7 @@ pub(super) async fn list(State(console): State<Console>, signed: SignedIn, Query
                             tr data-model=(e.id) {
                                 td data-label="Model" { strong { (e.id) } br; span.sub { (e.owned_by) } }
                                 td.num.price-in data-label="Input" { (money(e.input_price_per_mtok)) }
+                                td.num.price-cached data-label="Cached input" { (money(e.cached_input_price_per_mtok)) }
                                 td.num.price-out data-label="Output" { (money(e.output_price_per_mtok)) }
                                 td.num data-label="Context" { (e.context_length) }
                                 td data-label="Enabled" { (yes_no(e.enabled)) }
@@ -125,6 +127,8 @@ pub(super) struct EditForm {
     #[serde(default)]
     input_price: String,
     #[serde(default)]
+    cached_input_price: String,
+    #[serde(default)]
     output_price: String,
     enabled: Option<String>,
     public: Option<String>,
@@ -145,6 +149,7 @@ impl EditForm {
             owned_by: e.owned_by.clone(),
             context_length: e.context_length.to_string(),
             input_price: money(e.input_price_per_mtok),
+            cached_input_price: money(e.cached_input_price_per_mtok),
             output_price: money(e.output_price_per_mtok),
             enabled: flag(e.enabled),
             public: flag(e.public),
@@ -181,6 +186,8 @@ fn edit_form(signed: &SignedIn, f: &EditForm, error: Option<&ConsoleError>) -> M
             input type="hidden" name="id" value=(f.id);
             label for="input_price" { "Input price (USD per million tokens)" }
             input #input_price type="text" inputmode="decimal" name="input_price" value=(f.input_price) required;
+            label for="cached_input_price" { "Cached input price (USD per million prompt tokens read from the cache; left equal to the input price, it follows it)" }
+            input #cached_input_price type="text" inputmode="decimal" name="cached_input_price" value=(f.cached_input_price) required;
             label for="output_price" { "Output price (USD per million tokens)" }
             input #output_price type="text" inputmode="decimal" name="output_price" value=(f.output_price) required;
             label for="context_length" { "Context length (tokens)" }
@@ -217,6 +224,7 @@ fn changes(now: &Entry, f: &EditForm) -> Result<Changes, ConsoleError> {
         text.trim().parse::<Decimal>().map_err(|_| ConsoleError::Invalid(format!("{what} must be a decimal number of USD, e.g. 0.25")))
     };
     let input = price(&f.input_price, "the input price")?;
+    let cached = price(&f.cached_input_price, "the cached input price")?;
     let output = price(&f.output_price, "the output price")?;
     let context: i32 =
         f.context_length.trim().parse().map_err(|_| ConsoleError::Invalid("the context length must be a whole number".into()))?;
@@ -231,6 +239,9 @@ fn changes(now: &Entry, f: &EditForm) -> Result<Changes, ConsoleError> {
     // Prices compare as numbers (0.10 is 0.1) and go to the API as decimal strings, never floats.
     let (input_before, output_before) = (money(now.input_price_per_mtok), money(now.output_price_per_mtok));
     note("input_price_per_mtok", "Input price", input_before, money(input), Value::String(input.to_string()));
+    // Sent only when changed: an untouched cached price keeps following the input price (the API's rule).
+    let cached_before = money(now.cached_input_price_per_mtok);
+    note("cached_input_price_per_mtok", "Cached input price", cached_before, money(cached), Value::String(cached.to_string()));
     note("output_price_per_mtok", "Output price", output_before, money(output), Value::String(output.to_string()));
     note("context_length", "Context length", now.context_length.to_string(), context.to_string(), Value::from(context));
     note("owned_by", "Owned by", now.owned_by.clone(), f.owned_by.trim().to_owned(), Value::from(f.owned_by.trim()));
@@ -275,7 +286,8 @@ pub(super) async fn review(State(console): State<Console>, posted: Posted<EditFo
                     form.actions method="post" action="/console/ops/models/apply" {
                         (csrf(&signed))
                         (hidden("id", &f.id)) (hidden("owned_by", &f.owned_by)) (hidden("context_length", &f.context_length))
-                        (hidden("input_price", &f.input_price)) (hidden("output_price", &f.output_price))
+                        (hidden("input_price", &f.input_price)) (hidden("cached_input_price", &f.cached_input_price))
+                        (hidden("output_price", &f.output_price))
                         (hidden("enabled", &flag(&f.enabled))) (hidden("public", &flag(&f.public)))
                         (hidden("structured", &flag(&f.structured))) (hidden("tools", &flag(&f.tools)))
                         (hidden("schema_in_prompt", &flag(&f.schema_in_prompt)))
