@@ -136,10 +136,9 @@ fn forbid(map: &mut Map<String, Value>, key: &str) {
 }
 
 fn all_of(map: &mut Map<String, Value>, schema: Value) {
-    match map.entry("allOf").or_insert_with(|| json!([])) {
-        Value::Array(all) => all.push(schema),
-        // A malformed allOf: the validator refuses the schema anyway.
-        _ => {}
+    // A malformed allOf (not an array) is left alone: the validator refuses the schema anyway.
+    if let Value::Array(all) = map.entry("allOf").or_insert_with(|| json!([])) {
+        all.push(schema);
     }
 }
 
