@@ -55,6 +55,8 @@ impl Application {
         let every = std::time::Duration::from_millis(self.state.settings.workers.registry_refresh_ms);
         tokio::spawn(async move { registry.refresh_forever(every).await });
         tokio::spawn(self.state.secrets.clone().reload_forever(std::time::Duration::from_secs(5)));
+        let limiter = std::sync::Arc::clone(&self.state.limiter);
+        tokio::spawn(async move { limiter.flush_forever().await });
         tokio::spawn(housekeeping(self.state.db.clone(), self.state.settings.limits.clone(), std::sync::Arc::clone(&self.state.leases)));
         tokio::spawn(crate::changes::listen(
             self.state.settings.db.database_url.expose().to_owned(),
@@ -73,7 +75,8 @@ impl Application {
                 }
             });
         }
-        let (tasks, leases) = (self.state.tasks.clone(), std::sync::Arc::clone(&self.state.leases));
+        let (tasks, leases, limiter) =
+            (self.state.tasks.clone(), std::sync::Arc::clone(&self.state.leases), std::sync::Arc::clone(&self.state.limiter));
         // Routes other modules own, under the public listener's layers: the OpenAPI document, the console.
         let service = crate::openapi::router().merge(crate::console::router(&self.state));
         axum::serve(self.listener.tap_io(no_delay), routes::router(self.state, service))
@@ -83,6 +86,8 @@ impl Application {
         // answer, an idempotent answer being stored) still records what it cost.
         tasks.close();
         drain(&tasks).await;
+        // The tokens of the last requests still count against their keys on the other replicas.
+        limiter.flush().await;
         if let Err(e) = leases.give_back_all().await {
             tracing::warn!(error = %e, "credit leases not given back; the other replicas release them when this one is gone");
         }

@@ -62,11 +62,25 @@ async fn tokens_per_minute_hold_back_a_key_in_debt() {
     assert_eq!(first.status(), 200);
     let body: Value = first.json().await.unwrap();
     assert!(body["usage"]["total_tokens"].as_u64().unwrap() > 20, "the prompt alone exceeds 20 tokens");
-    // The tokens are taken when the request ends; give that a moment to reach Redis.
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // No pause: the first request's tokens go to Redis with the key's next admission, in the same call.
     let second = app.post("/v1/chat/completions", &tiny()).await;
     assert_eq!(second.status(), 429);
     assert_eq!(header(&second, "x-ratelimit-remaining-tokens").as_deref(), Some("0"));
+    let body: Value = second.json().await.unwrap();
+    assert_eq!(body["error"]["type"], "tokens");
+}
+
+#[tokio::test]
+async fn another_replica_sees_a_key_s_tokens_within_the_flush_interval() {
+    let app = spawn_app().await;
+    let other = common::spawn_replica(&app, |_| {}).await;
+    set_limits(&app, None, Some(20)).await;
+    let first = app.post("/v1/chat/completions", &tiny()).await;
+    assert_eq!(first.status(), 200);
+    // Nothing more on the first replica: its flusher sends the tokens on their own within 200 ms.
+    tokio::time::sleep(runaii_gateway::ratelimit::SPEND_FLUSH * 2).await;
+    let second = common::client().post(format!("{other}/v1/chat/completions")).bearer_auth(&app.key).json(&tiny()).send().await.unwrap();
+    assert_eq!(second.status(), 429, "the other replica admitted a key in debt");
     let body: Value = second.json().await.unwrap();
     assert_eq!(body["error"]["type"], "tokens");
 }

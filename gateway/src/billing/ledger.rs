@@ -128,11 +128,7 @@ impl Ledger {
                 "cost above the hold and the tenant's balance: recorded with a shortfall");
         }
         crate::metrics::global().recorded(&record, self.started.elapsed());
-        let tokens = u64::from(tokens.input) + u64::from(tokens.output);
-        if tokens > 0 {
-            let (limiter, key_id, limits) = (Arc::clone(&self.limiter), self.caller.key_id, self.caller.limits);
-            self.tasks.spawn(async move { limiter.spend(key_id, limits, tokens).await });
-        }
+        self.limiter.spend(self.caller.key_id, self.caller.limits, u64::from(tokens.input) + u64::from(tokens.output));
         Ok(cost)
     }
 }

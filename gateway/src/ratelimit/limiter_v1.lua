@@ -3,10 +3,11 @@
 -- skewed clocks still share one budget.
 --
 -- KEYS[1]  the requests bucket      KEYS[2]  the tokens bucket (same hash slot: `{key id}`)
--- ARGV[1]  "admit": take one request when both buckets allow it
---          "spend": take ARGV[4] tokens after a request ended (the bucket may go into debt, which
+-- ARGV[1]  "admit": take ARGV[4] tokens (of requests that ended since), then one request when both
+--                   buckets allow it
+--          "spend": take ARGV[4] tokens after requests ended (the bucket may go into debt, which
 --                   holds back the key's next requests until it refills)
--- ARGV[2]  requests per minute      ARGV[3]  tokens per minute      ARGV[4]  tokens to spend
+-- ARGV[2]  requests per minute      ARGV[3]  tokens per minute      ARGV[4]  tokens to spend (0: none)
 --
 -- Returns { allowed (1/0), requests left, tokens left, ms until requests are full, ms until tokens are
 -- full, ms to wait before a retry can pass (0 when allowed) }.
@@ -38,6 +39,11 @@ local requests = level(KEYS[1], rpm)
 local tokens = level(KEYS[2], tpm)
 local allowed, wait = 1, 0
 
+if spend > 0 and (mode == 'admit' or mode == 'spend') then
+  tokens = tokens - spend
+  save(KEYS[2], tokens, tpm)
+end
+
 if mode == 'admit' then
   if requests < 1 then
     allowed, wait = 0, math.ceil((1 - requests) * 60000 / rpm)
@@ -47,10 +53,7 @@ if mode == 'admit' then
     requests = requests - 1
     save(KEYS[1], requests, rpm)
   end
-elseif mode == 'spend' then
-  tokens = tokens - spend
-  save(KEYS[2], tokens, tpm)
-else
+elseif mode ~= 'spend' then
   return redis.error_reply('unknown mode')
 end
 

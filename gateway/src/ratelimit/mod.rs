@@ -1,16 +1,21 @@
 //! Requests and tokens per minute, per API key, shared by every replica through one Redis script.
 //!
 //! A request is admitted when the key has a request left and its token bucket is not in debt; the tokens
-//! a request used are taken when it ends (they are not known before). The script is versioned: its keys
-//! carry the version, so replicas running different versions during a deploy never read each other's
-//! bucket layout.
+//! a request used are taken when it ends (they are not known before). They are not sent on their own:
+//! they wait in memory and go with the key's next admission on this replica, in the same script call, so
+//! a request costs one Redis round trip, not two. A key with no next request has its tokens sent by the
+//! flusher within [`SPEND_FLUSH`]: that is how late another replica may see them. The script is
+//! versioned: its keys carry the version, so replicas running different versions during a deploy never
+//! read each other's bucket layout.
 //!
 //! When Redis is unavailable the configured [`RedisFailure`] decides: `open` serves without limits
 //! (credits in Postgres still bound what a tenant can spend), `closed` answers 503.
 
 mod headers;
 
-use std::sync::{Arc, LazyLock};
+use std::collections::HashMap;
+use std::sync::{Arc, LazyLock, Mutex, PoisonError};
+use std::time::Duration;
 
 use uuid::Uuid;
 
@@ -22,6 +27,10 @@ use crate::redis_link::RedisLink;
 /// Bump with any change to the script's keys or state layout.
 const VERSION: &str = "v1";
 static SCRIPT: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::new(include_str!("limiter_v1.lua")));
+
+/// How long the tokens of a key's finished requests wait for its next admission before they are sent on
+/// their own.
+pub const SPEND_FLUSH: Duration = Duration::from_millis(200);
 
 /// What the gateway does while Redis cannot be reached.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -64,12 +73,14 @@ pub enum Admission {
 pub struct Limiter {
     redis: Arc<RedisLink>,
     on_failure: RedisFailure,
+    /// Tokens of finished requests not yet taken in Redis, by key, with the key's limits.
+    unsent: Mutex<HashMap<Uuid, (Limits, u64)>>,
 }
 
 impl Limiter {
     #[must_use]
     pub fn new(redis: Arc<RedisLink>, on_failure: RedisFailure) -> Self {
-        Self { redis, on_failure }
+        Self { redis, on_failure, unsent: Mutex::default() }
     }
 
     /// Takes one request from the key's budget.
@@ -78,7 +89,10 @@ impl Limiter {
     /// [`ApiError::RateLimiterUnavailable`] when Redis is unavailable and the gateway fails closed.
     #[tracing::instrument(name = "rate limit", skip_all)]
     pub async fn admit(&self, key_id: Uuid, limits: Limits) -> Result<Admission, ApiError> {
-        let Some(reply) = self.call(key_id, limits, "admit", 0).await else {
+        // The key's finished requests' tokens are taken first, in the same call.
+        let spent = self.unsent().remove(&key_id).map_or(0, |(_, tokens)| tokens);
+        let Some(reply) = self.call(key_id, limits, "admit", spent).await else {
+            self.add_unsent(key_id, limits, spent);
             return match self.on_failure {
                 RedisFailure::Open => Ok(Admission::Unchecked(limits)),
                 RedisFailure::Closed => Err(ApiError::RateLimiterUnavailable),
@@ -99,11 +113,41 @@ impl Limiter {
         })
     }
 
-    /// Takes the tokens a finished request used. Best effort: while Redis is down they are not counted.
-    pub async fn spend(&self, key_id: Uuid, limits: Limits, tokens: u64) {
-        if tokens > 0 {
+    /// Counts the tokens a finished request used: they go to Redis with the key's next admission here,
+    /// or within [`SPEND_FLUSH`].
+    pub fn spend(&self, key_id: Uuid, limits: Limits, tokens: u64) {
+        self.add_unsent(key_id, limits, tokens);
+    }
+
+    /// Sends every key's unsent tokens. Best effort: those that cannot reach Redis are not counted, as
+    /// while Redis is down nothing is.
+    pub async fn flush(&self) {
+        let unsent = std::mem::take(&mut *self.unsent());
+        for (key_id, (limits, tokens)) in unsent {
             let _ = self.call(key_id, limits, "spend", tokens).await;
         }
+    }
+
+    /// Flushes every [`SPEND_FLUSH`], for keys whose next request has not come.
+    pub async fn flush_forever(&self) {
+        let mut tick = tokio::time::interval(SPEND_FLUSH);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            self.flush().await;
+        }
+    }
+
+    fn add_unsent(&self, key_id: Uuid, limits: Limits, tokens: u64) {
+        if tokens > 0 {
+            let mut unsent = self.unsent();
+            let entry = unsent.entry(key_id).or_insert((limits, 0));
+            *entry = (limits, entry.1.saturating_add(tokens));
+        }
+    }
+
+    fn unsent(&self) -> std::sync::MutexGuard<'_, HashMap<Uuid, (Limits, u64)>> {
+        self.unsent.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     async fn call(&self, key_id: Uuid, limits: Limits, mode: &'static str, tokens: u64) -> Option<[i64; 6]> {
