@@ -309,6 +309,8 @@ async fn roles_decide_what_staff_see_and_do_and_a_price_change_reaches_the_catal
     let form = [
         ("id", MODEL),
         ("input_price", "0.25"),
+        // As the form shows it: equal to the input price, so it follows the input price.
+        ("cached_input_price", "0.1"),
         ("output_price", "0.75"),
         ("context_length", "4096"),
         ("owned_by", "runaii"),
@@ -328,6 +330,7 @@ async fn roles_decide_what_staff_see_and_do_and_a_price_change_reaches_the_catal
     let listed: Value = reqwest::get(format!("{}/v1/models/{MODEL}", app.base)).await.unwrap().json().await.unwrap();
     assert_eq!(listed["pricing"]["input_per_million_tokens"], "0.25");
     assert_eq!(listed["pricing"]["output_per_million_tokens"], "0.75");
+    assert_eq!(listed["pricing"]["cached_input_per_million_tokens"], "0.25", "an untouched cached price follows the input price");
     let (actor, action): (String, String) =
         sqlx::query_as("SELECT actor, action FROM audit_log WHERE target_type = 'model' ORDER BY id DESC LIMIT 1")
             .fetch_one(&app.db)

@@ -66,10 +66,14 @@ pub fn init(service: &str, default_filter: &str) -> anyhow::Result<Telemetry> {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_filter(filter.and(filter_fn(move |meta| span_context || meta.is_event())));
-    let traces = provider.as_ref().map(|provider| {
-        let targets = TRACED.iter().fold(Targets::new(), |t, crate_name| t.with_target(*crate_name, LevelFilter::INFO));
-        tracing_opentelemetry::layer().with_tracer(provider.tracer("runaii")).with_filter(targets)
-    });
-    tracing_subscriber::registry().with(logs).with(traces).try_init()?;
+    match &provider {
+        Some(provider) => {
+            let targets = TRACED.iter().fold(Targets::new(), |t, crate_name| t.with_target(*crate_name, LevelFilter::INFO));
+            let traces = tracing_opentelemetry::layer().with_tracer(provider.tracer("runaii")).with_filter(targets);
+            tracing_subscriber::registry().with(logs).with(traces).try_init()?;
+        }
+        // Not `.with(None)`: an absent layer still says it wants every span, and each would be built.
+        None => tracing_subscriber::registry().with(logs).try_init()?,
+    }
     Ok(Telemetry { provider })
 }

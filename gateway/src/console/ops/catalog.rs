@@ -224,7 +224,11 @@ fn changes(now: &Entry, f: &EditForm) -> Result<Changes, ConsoleError> {
         text.trim().parse::<Decimal>().map_err(|_| ConsoleError::Invalid(format!("{what} must be a decimal number of USD, e.g. 0.25")))
     };
     let input = price(&f.input_price, "the input price")?;
-    let cached = price(&f.cached_input_price, "the cached input price")?;
+    // Left out (a form from before the field existed): unchanged.
+    let cached = match f.cached_input_price.trim() {
+        "" => now.cached_input_price_per_mtok,
+        text => price(text, "the cached input price")?,
+    };
     let output = price(&f.output_price, "the output price")?;
     let context: i32 =
         f.context_length.trim().parse().map_err(|_| ConsoleError::Invalid("the context length must be a whole number".into()))?;
