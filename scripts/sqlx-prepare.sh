@@ -58,8 +58,8 @@ if ! pg_isready -q -d "$server/postgres$options" -t 3; then
     options=""
   else
     die "Postgres at $server does not answer. Start it, set DATABASE_URL to a server that does" \
-      "(postgres://user@host:port, as a user that may create databases), or run scripts/run.sh once:" \
-      "it starts a private one on 127.0.0.1:55432, which this script then finds"
+      "(postgres://user@host:port, as a user that may create databases), or run scripts/run.sh once" \
+      "(with DATABASE_URL unset it starts a private Postgres on 127.0.0.1:55432, which this script then uses)"
   fi
 fi
 
@@ -67,14 +67,15 @@ fi
 db="runaii_sqlx_$$"
 admin_url="$server/postgres$options"
 db_url="$server/$db$options"
-export PGOPTIONS='-c client_min_messages=warning'
+export PGOPTIONS='-c client_min_messages=warning' PGCONNECT_TIMEOUT=10
 out="$(mktemp -d)"
 cleanup() {
   psql -X -q -d "$admin_url" -c "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null 2>&1 || true
   rm -rf "$out"
 }
 trap cleanup EXIT
-psql -X -q -v ON_ERROR_STOP=1 -d "$admin_url" -c "DROP DATABASE IF EXISTS $db WITH (FORCE)" -c "CREATE DATABASE $db" >/dev/null
+psql -X -q -v ON_ERROR_STOP=1 -d "$admin_url" -c "DROP DATABASE IF EXISTS $db WITH (FORCE)" -c "CREATE DATABASE $db" >/dev/null \
+  || die "could not create database $db on $server (above)"
 
 # The migrations as sqlx applies them: by the version before the first `_`, each in a transaction unless
 # its first line says `-- no-transaction`; down migrations are not applied.
