@@ -8,7 +8,8 @@
 #   deploy/otel-collector.yaml   pipelines use only components that are defined
 #   deploy/docker/*.Dockerfile   hadolint (with ShellCheck on every RUN), deploy/docker/hadolint.yaml
 #                          (failure threshold: style), and a numeric non-root USER in each final stage
-#   .dockerignore          keeps builds and models out, and nothing a Dockerfile copies
+#   .dockerignore          keeps builds and models out, and nothing a Dockerfile copies or the gateway's
+#                          build reads (Cargo.lock, migrations/, .sqlx/)
 #   kustomization.yaml     lists every manifest but the example Secret; `kubectl kustomize` builds it
 #                          where kubectl is installed
 #

@@ -11,7 +11,8 @@ virtualenv (PyYAML and kubernetes-validate come from there).
 - docker-compose.yml refers to services, Dockerfiles and files that exist, and waits only on health
   checks that are defined;
 - the collector's pipelines use only receivers, processors and exporters it defines;
-- the Dockerfiles copy nothing that .dockerignore leaves out of the build context, and each one's final
+- the Dockerfiles copy nothing that .dockerignore leaves out of the build context, the context keeps what
+  the gateway's build reads (Cargo.lock, migrations/, the offline query data in .sqlx/), and each one's final
   stage runs as a numeric non-root user (hadolint only flags an explicit `USER root`; Kubernetes'
   runAsNonRoot can only verify a numeric one).
 
@@ -260,6 +261,11 @@ def check_dockerfiles() -> None:
     for big in ("target", "models", ".git", ".data"):
         if not ignored(big, patterns):
             problem(".dockerignore", f"does not leave out {big}/")
+    # `COPY . .` brings these: the lock, the migrations the gateway embeds, and the data its SQL is checked
+    # against at compile time (the image builds with SQLX_OFFLINE=true, with no database to ask).
+    for needed in ("Cargo.lock", "migrations", ".sqlx"):
+        if ignored(needed, patterns):
+            problem(".dockerignore", f"leaves out {needed}, which the gateway's build reads")
     for dockerfile in sorted((ROOT / "deploy" / "docker").glob("*.Dockerfile")):
         user = None
         for line in dockerfile.read_text().splitlines():

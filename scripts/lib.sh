@@ -3,6 +3,12 @@
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # Builds live outside the clone, so every clone (and CI) reuses them.
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/runaii/target}"
+# The gateway's SQL is checked at compile time by sqlx's macros, against the committed .sqlx/ data. With a
+# DATABASE_URL in the environment (run.sh and the bench scripts export one; a developer's shell may have
+# one) and SQLX_OFFLINE unset, the macros would instead ask that database, whatever it is (another schema
+# version, a database not migrated yet, nothing listening): builds stay offline unless a caller says
+# otherwise, as scripts/sqlx-prepare.sh does to regenerate .sqlx/.
+export SQLX_OFFLINE="${SQLX_OFFLINE:-true}"
 
 # llama.cpp builds through llama-cpp-sys-2 with cmake and clang (bindgen needs libclang).
 ensure_build_tools() {

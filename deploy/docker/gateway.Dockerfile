@@ -12,6 +12,9 @@ FROM rust:${RUST_VERSION}-${DEBIAN_RELEASE} AS build
 WORKDIR /build
 # The whole workspace: cargo resolves every member's manifest even when building one package.
 COPY . .
+# The SQL is checked at compile time against the committed .sqlx/ (scripts/sqlx-prepare.sh), never against
+# a database: there is none here.
+ENV SQLX_OFFLINE=true
 # The registry and target caches survive between builds (BuildKit), so a code change recompiles only the
 # crates it touched. The binary is copied out because the cache mount is not part of the image.
 RUN --mount=type=cache,target=/usr/local/cargo/registry \

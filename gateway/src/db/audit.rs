@@ -6,7 +6,7 @@ use serde_json::Value;
 use sqlx::PgPool;
 
 /// One admin change; `before` and `after` are snapshots of the target (null for a creation).
-#[derive(Debug, Clone, sqlx::FromRow, Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct AuditEntry {
     pub id: i64,
     pub at: DateTime<Utc>,
@@ -32,15 +32,17 @@ pub struct Change<'a> {
 /// # Errors
 /// Database errors.
 pub async fn append(tx: &mut sqlx::PgConnection, change: Change<'_>) -> Result<(), sqlx::Error> {
-    sqlx::query("INSERT INTO audit_log (actor, action, target_type, target_id, before, after) VALUES ($1, $2, $3, $4, $5, $6)")
-        .bind(change.actor)
-        .bind(change.action)
-        .bind(change.target_type)
-        .bind(change.target_id)
-        .bind(change.before)
-        .bind(change.after)
-        .execute(tx)
-        .await?;
+    sqlx::query!(
+        "INSERT INTO audit_log (actor, action, target_type, target_id, before, after) VALUES ($1, $2, $3, $4, $5, $6)",
+        change.actor,
+        change.action,
+        change.target_type,
+        change.target_id,
+        change.before,
+        change.after,
+    )
+    .execute(tx)
+    .await?;
     Ok(())
 }
 
@@ -55,15 +57,16 @@ pub async fn list(
     after_id: i64,
     limit: i64,
 ) -> Result<Vec<AuditEntry>, sqlx::Error> {
-    sqlx::query_as(
+    sqlx::query_as!(
+        AuditEntry,
         "SELECT id, at, actor, action, target_type, target_id, before, after FROM audit_log
          WHERE ($1::text IS NULL OR target_type = $1) AND ($2::text IS NULL OR target_id = $2) AND id > $3
          ORDER BY id LIMIT $4",
+        target_type,
+        target_id,
+        after_id,
+        limit,
     )
-    .bind(target_type)
-    .bind(target_id)
-    .bind(after_id)
-    .bind(limit)
     .fetch_all(db)
     .await
 }

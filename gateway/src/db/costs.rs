@@ -68,25 +68,23 @@ pub async fn settle(db: &PgPool, records: &[CostRecord]) -> Result<Vec<Settled>,
     let mut tx = db.begin().await?;
     let request_ids: Vec<&str> = records.iter().map(|r| r.request_id.as_str()).collect();
     let holds: HashMap<String, Decimal> =
-        sqlx::query_as("DELETE FROM credit_holds WHERE request_id = ANY($1) RETURNING request_id, amount")
-            .bind(&request_ids)
+        sqlx::query!("DELETE FROM credit_holds WHERE request_id = ANY($1) RETURNING request_id, amount", &request_ids as &[&str])
             .fetch_all(&mut *tx)
             .await?
             .into_iter()
+            .map(|hold| (hold.request_id, hold.amount))
             .collect();
     let mut tenant_ids: Vec<Uuid> = records.iter().map(|r| r.tenant_id).collect();
     tenant_ids.sort_unstable();
     tenant_ids.dedup();
     // `reserved` still counts these requests' holds: they are released below, with the charges.
-    let mut money: HashMap<Uuid, (Decimal, Decimal)> = sqlx::query_as::<_, (Uuid, Decimal, Decimal)>(
-        "SELECT id, balance, reserved FROM tenants WHERE id = ANY($1) ORDER BY id FOR UPDATE",
-    )
-    .bind(&tenant_ids)
-    .fetch_all(&mut *tx)
-    .await?
-    .into_iter()
-    .map(|(id, balance, reserved)| (id, (balance, reserved)))
-    .collect();
+    let mut money: HashMap<Uuid, (Decimal, Decimal)> =
+        sqlx::query!("SELECT id, balance, reserved FROM tenants WHERE id = ANY($1) ORDER BY id FOR UPDATE", &tenant_ids)
+            .fetch_all(&mut *tx)
+            .await?
+            .into_iter()
+            .map(|tenant| (tenant.id, (tenant.balance, tenant.reserved)))
+            .collect();
     let mut settled = Vec::with_capacity(records.len());
     let mut per_tenant: HashMap<Uuid, (Decimal, Decimal)> = HashMap::new();
     let mut per_lease: HashMap<(Uuid, Uuid), Decimal> = HashMap::new();
@@ -116,38 +114,41 @@ pub async fn settle(db: &PgPool, records: &[CostRecord]) -> Result<Vec<Settled>,
     }
     if !per_lease.is_empty() {
         let ((tenants, replicas), amounts): ((Vec<Uuid>, Vec<Uuid>), Vec<Decimal>) = per_lease.into_iter().unzip();
-        sqlx::query(
+        sqlx::query!(
             "UPDATE credit_leases SET amount = credit_leases.amount - d.amount
              FROM UNNEST($1::uuid[], $2::uuid[], $3::numeric[]) AS d(tenant_id, replica_id, amount)
              WHERE credit_leases.tenant_id = d.tenant_id AND credit_leases.replica_id = d.replica_id",
+            &tenants,
+            &replicas,
+            &amounts,
         )
-        .bind(&tenants)
-        .bind(&replicas)
-        .bind(&amounts)
         .execute(&mut *tx)
         .await?;
     }
     insert_records(&mut tx, records, &settled).await?;
     let (ids, (charged, released)): (Vec<Uuid>, (Vec<Decimal>, Vec<Decimal>)) = per_tenant.into_iter().unzip();
-    sqlx::query(
+    sqlx::query!(
         "UPDATE tenants SET balance = balance - d.charged, reserved = reserved - d.released
          FROM UNNEST($1::uuid[], $2::numeric[], $3::numeric[]) AS d(id, charged, released) WHERE tenants.id = d.id",
+        &ids,
+        &charged,
+        &released,
     )
-    .bind(&ids)
-    .bind(&charged)
-    .bind(&released)
     .execute(&mut *tx)
     .await?;
     let charges: Vec<(&CostRecord, Decimal)> =
         records.iter().zip(&settled).filter(|(_, s)| s.charged > Decimal::ZERO).map(|(r, s)| (r, s.charged)).collect();
     if !charges.is_empty() {
-        sqlx::query(
+        let tenants: Vec<Uuid> = charges.iter().map(|(r, _)| r.tenant_id).collect();
+        let amounts: Vec<Decimal> = charges.iter().map(|(_, c)| *c).collect();
+        let request_ids: Vec<&str> = charges.iter().map(|(r, _)| r.request_id.as_str()).collect();
+        sqlx::query!(
             "INSERT INTO credit_ledger (tenant_id, kind, amount, request_id)
              SELECT tenant_id, 'charge', -amount, request_id FROM UNNEST($1::uuid[], $2::numeric[], $3::text[]) AS c(tenant_id, amount, request_id)",
+            &tenants,
+            &amounts,
+            &request_ids as &[&str],
         )
-        .bind(charges.iter().map(|(r, _)| r.tenant_id).collect::<Vec<_>>())
-        .bind(charges.iter().map(|(_, c)| *c).collect::<Vec<_>>())
-        .bind(charges.iter().map(|(r, _)| r.request_id.as_str()).collect::<Vec<_>>())
         .execute(&mut *tx)
         .await?;
     }
@@ -157,26 +158,34 @@ pub async fn settle(db: &PgPool, records: &[CostRecord]) -> Result<Vec<Settled>,
 
 async fn insert_records(tx: &mut sqlx::PgConnection, records: &[CostRecord], settled: &[Settled]) -> Result<(), sqlx::Error> {
     let column = |f: &dyn Fn(&CostRecord) -> i32| records.iter().map(f).collect::<Vec<i32>>();
-    sqlx::query(
+    let text = |f: &dyn Fn(&CostRecord) -> &str| records.iter().map(f).collect::<Vec<&str>>();
+    let request_ids = text(&|r| r.request_id.as_str());
+    let models = text(&|r| r.model.as_str());
+    let endpoints = text(&|r| r.endpoint);
+    let statuses = text(&|r| r.status);
+    let error_codes: Vec<Option<&str>> = records.iter().map(|r| r.error_code.as_deref()).collect();
+    // `as &[&str]`: the macros match a `text[]` parameter against `&[String]` only, and a cast opts a
+    // parameter out of that match (the slice of `&str` encodes the same; the statement is still checked).
+    sqlx::query!(
         "INSERT INTO cost_records (request_id, tenant_id, api_key_id, model, endpoint, input_tokens, output_tokens,
                                    cost, shortfall, status, http_status, error_code, latency_ms, cached_tokens)
          SELECT * FROM UNNEST($1::text[], $2::uuid[], $3::uuid[], $4::text[], $5::text[], $6::int4[], $7::int4[],
                               $8::numeric[], $9::numeric[], $10::text[], $11::int4[], $12::text[], $13::int4[], $14::int4[])",
+        &request_ids as &[&str],
+        &records.iter().map(|r| r.tenant_id).collect::<Vec<_>>(),
+        &records.iter().map(|r| r.api_key_id).collect::<Vec<_>>(),
+        &models as &[&str],
+        &endpoints as &[&str],
+        &column(&|r| i32::try_from(r.input_tokens).unwrap_or(i32::MAX)),
+        &column(&|r| i32::try_from(r.output_tokens).unwrap_or(i32::MAX)),
+        &records.iter().map(|r| r.cost).collect::<Vec<_>>(),
+        &settled.iter().map(|s| s.shortfall).collect::<Vec<_>>(),
+        &statuses as &[&str],
+        &column(&|r| i32::from(r.http_status)),
+        &error_codes as &[Option<&str>],
+        &column(&|r| i32::try_from(r.latency_ms).unwrap_or(i32::MAX)),
+        &column(&|r| i32::try_from(r.cached_tokens.min(r.input_tokens)).unwrap_or(i32::MAX)),
     )
-    .bind(records.iter().map(|r| r.request_id.as_str()).collect::<Vec<_>>())
-    .bind(records.iter().map(|r| r.tenant_id).collect::<Vec<_>>())
-    .bind(records.iter().map(|r| r.api_key_id).collect::<Vec<_>>())
-    .bind(records.iter().map(|r| r.model.as_str()).collect::<Vec<_>>())
-    .bind(records.iter().map(|r| r.endpoint).collect::<Vec<_>>())
-    .bind(column(&|r| i32::try_from(r.input_tokens).unwrap_or(i32::MAX)))
-    .bind(column(&|r| i32::try_from(r.output_tokens).unwrap_or(i32::MAX)))
-    .bind(records.iter().map(|r| r.cost).collect::<Vec<_>>())
-    .bind(settled.iter().map(|s| s.shortfall).collect::<Vec<_>>())
-    .bind(records.iter().map(|r| r.status).collect::<Vec<_>>())
-    .bind(column(&|r| i32::from(r.http_status)))
-    .bind(records.iter().map(|r| r.error_code.as_deref()).collect::<Vec<_>>())
-    .bind(column(&|r| i32::try_from(r.latency_ms).unwrap_or(i32::MAX)))
-    .bind(column(&|r| i32::try_from(r.cached_tokens.min(r.input_tokens)).unwrap_or(i32::MAX)))
     .execute(tx)
     .await?;
     Ok(())

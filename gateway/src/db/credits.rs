@@ -13,23 +13,23 @@ use uuid::Uuid;
 /// Database errors.
 #[tracing::instrument(name = "credit hold", skip_all)]
 pub async fn hold(db: &PgPool, tenant_id: Uuid, request_id: &str, amount: Decimal, replica: Uuid) -> Result<bool, sqlx::Error> {
-    let held: Option<String> = sqlx::query_scalar(
+    let held: Option<String> = sqlx::query_scalar!(
         "WITH tenant AS (
              UPDATE tenants SET reserved = reserved + $3 WHERE id = $1 AND balance - reserved >= $3 RETURNING id)
          INSERT INTO credit_holds (request_id, tenant_id, amount, replica_id) SELECT $2, id, $3, $4 FROM tenant
          RETURNING request_id",
+        tenant_id,
+        request_id,
+        amount,
+        replica,
     )
-    .bind(tenant_id)
-    .bind(request_id)
-    .bind(amount)
-    .bind(replica)
     .fetch_optional(db)
     .await?;
     Ok(held.is_some())
 }
 
 /// A tenant's money, exact.
-#[derive(Debug, Clone, Copy, sqlx::FromRow)]
+#[derive(Debug, Clone, Copy)]
 pub struct Balance {
     pub balance: Decimal,
     pub reserved: Decimal,
@@ -45,7 +45,7 @@ impl Balance {
 /// # Errors
 /// Database errors.
 pub async fn balance(db: &PgPool, tenant_id: Uuid) -> Result<Option<Balance>, sqlx::Error> {
-    sqlx::query_as("SELECT balance, reserved FROM tenants WHERE id = $1").bind(tenant_id).fetch_optional(db).await
+    sqlx::query_as!(Balance, "SELECT balance, reserved FROM tenants WHERE id = $1", tenant_id).fetch_optional(db).await
 }
 
 /// The balance, locked for the rest of the caller's transaction (to record it before a change).
@@ -53,7 +53,7 @@ pub async fn balance(db: &PgPool, tenant_id: Uuid) -> Result<Option<Balance>, sq
 /// # Errors
 /// Database errors.
 pub async fn balance_for_update(tx: &mut sqlx::PgConnection, tenant_id: Uuid) -> Result<Option<Balance>, sqlx::Error> {
-    sqlx::query_as("SELECT balance, reserved FROM tenants WHERE id = $1 FOR UPDATE").bind(tenant_id).fetch_optional(tx).await
+    sqlx::query_as!(Balance, "SELECT balance, reserved FROM tenants WHERE id = $1 FOR UPDATE", tenant_id).fetch_optional(tx).await
 }
 
 /// Adds `amount` (negative for an adjustment) to the balance and writes the grant, in the caller's
@@ -69,22 +69,20 @@ pub async fn grant(
     actor: &str,
     note: &str,
 ) -> Result<Option<(i64, Balance)>, sqlx::Error> {
-    let Some(after): Option<Balance> =
-        sqlx::query_as("UPDATE tenants SET balance = balance + $2 WHERE id = $1 RETURNING balance, reserved")
-            .bind(tenant_id)
-            .bind(amount)
+    let Some(after) =
+        sqlx::query_as!(Balance, "UPDATE tenants SET balance = balance + $2 WHERE id = $1 RETURNING balance, reserved", tenant_id, amount)
             .fetch_optional(&mut *tx)
             .await?
     else {
         return Ok(None);
     };
-    let id: i64 = sqlx::query_scalar(
+    let id: i64 = sqlx::query_scalar!(
         "INSERT INTO credit_ledger (tenant_id, kind, amount, actor, note) VALUES ($1, 'grant', $2, $3, $4) RETURNING id",
+        tenant_id,
+        amount,
+        actor,
+        note,
     )
-    .bind(tenant_id)
-    .bind(amount)
-    .bind(actor)
-    .bind(note)
     .fetch_one(&mut *tx)
     .await?;
     Ok(Some((id, after)))
@@ -97,13 +95,13 @@ pub async fn grant(
 /// # Errors
 /// Database errors.
 pub async fn release_stale_holds(db: &PgPool, older_than_s: i64) -> Result<u64, sqlx::Error> {
-    let done = sqlx::query(
+    let done = sqlx::query!(
         "WITH stale AS (
              DELETE FROM credit_holds WHERE created_at < now() - make_interval(secs => $1) RETURNING tenant_id, amount),
          per_tenant AS (SELECT tenant_id, sum(amount) AS amount FROM stale GROUP BY tenant_id)
          UPDATE tenants SET reserved = reserved - per_tenant.amount FROM per_tenant WHERE tenants.id = per_tenant.tenant_id",
+        older_than_s as f64,
     )
-    .bind(older_than_s as f64)
     .execute(db)
     .await?;
     Ok(done.rows_affected())

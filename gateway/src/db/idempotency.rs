@@ -4,7 +4,7 @@ use sqlx::PgPool;
 use uuid::Uuid;
 
 /// What a key already holds when a request tries to claim it.
-#[derive(Debug, Clone, sqlx::FromRow)]
+#[derive(Debug, Clone)]
 pub struct Existing {
     pub request_hash: Vec<u8>,
     pub state: String,
@@ -27,7 +27,7 @@ pub async fn claim(
     ttl_s: i64,
     stale_s: i64,
 ) -> Result<Option<Existing>, sqlx::Error> {
-    let claimed: Option<Uuid> = sqlx::query_scalar(
+    let claimed: Option<Uuid> = sqlx::query_scalar!(
         "INSERT INTO idempotency_keys (tenant_id, key, request_hash, state) VALUES ($1, $2, $3, 'running')
          ON CONFLICT (tenant_id, key) DO UPDATE
              SET request_hash = EXCLUDED.request_hash, state = 'running', http_status = NULL, content_type = NULL,
@@ -35,23 +35,24 @@ pub async fn claim(
              WHERE idempotency_keys.created_at < now() - make_interval(secs => $4)
                 OR (idempotency_keys.state = 'running' AND idempotency_keys.created_at < now() - make_interval(secs => $5))
          RETURNING tenant_id",
+        tenant,
+        key,
+        request_hash,
+        ttl_s as f64,
+        stale_s as f64,
     )
-    .bind(tenant)
-    .bind(key)
-    .bind(request_hash)
-    .bind(ttl_s as f64)
-    .bind(stale_s as f64)
     .fetch_optional(db)
     .await?;
     if claimed.is_some() {
         return Ok(None);
     }
-    sqlx::query_as(
+    sqlx::query_as!(
+        Existing,
         "SELECT request_hash, state, http_status, content_type, request_id, body FROM idempotency_keys
          WHERE tenant_id = $1 AND key = $2",
+        tenant,
+        key,
     )
-    .bind(tenant)
-    .bind(key)
     .fetch_optional(db)
     .await
 }
@@ -69,16 +70,16 @@ pub async fn complete(
     request_id: &str,
     body: &[u8],
 ) -> Result<(), sqlx::Error> {
-    sqlx::query(
+    sqlx::query!(
         "UPDATE idempotency_keys SET state = 'done', http_status = $3, content_type = $4, request_id = $5, body = $6
          WHERE tenant_id = $1 AND key = $2 AND state = 'running'",
+        tenant,
+        key,
+        i32::from(http_status),
+        content_type,
+        request_id,
+        body,
     )
-    .bind(tenant)
-    .bind(key)
-    .bind(i32::from(http_status))
-    .bind(content_type)
-    .bind(request_id)
-    .bind(body)
     .execute(db)
     .await?;
     Ok(())
@@ -89,11 +90,7 @@ pub async fn complete(
 /// # Errors
 /// Database errors.
 pub async fn release(db: &PgPool, tenant: Uuid, key: &str) -> Result<(), sqlx::Error> {
-    sqlx::query("DELETE FROM idempotency_keys WHERE tenant_id = $1 AND key = $2 AND state = 'running'")
-        .bind(tenant)
-        .bind(key)
-        .execute(db)
-        .await?;
+    sqlx::query!("DELETE FROM idempotency_keys WHERE tenant_id = $1 AND key = $2 AND state = 'running'", tenant, key).execute(db).await?;
     Ok(())
 }
 
@@ -102,9 +99,7 @@ pub async fn release(db: &PgPool, tenant: Uuid, key: &str) -> Result<(), sqlx::E
 /// # Errors
 /// Database errors.
 pub async fn expire(db: &PgPool, ttl_s: i64) -> Result<u64, sqlx::Error> {
-    let done = sqlx::query("DELETE FROM idempotency_keys WHERE created_at < now() - make_interval(secs => $1)")
-        .bind(ttl_s as f64)
-        .execute(db)
-        .await?;
+    let done =
+        sqlx::query!("DELETE FROM idempotency_keys WHERE created_at < now() - make_interval(secs => $1)", ttl_s as f64).execute(db).await?;
     Ok(done.rows_affected())
 }

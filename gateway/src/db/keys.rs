@@ -5,7 +5,7 @@ use serde::Serialize;
 use sqlx::PgPool;
 use uuid::Uuid;
 
-#[derive(Debug, Clone, sqlx::FromRow)]
+#[derive(Debug, Clone)]
 pub struct KeyRow {
     pub id: Uuid,
     pub tenant_id: Uuid,
@@ -19,14 +19,18 @@ pub struct KeyRow {
 /// # Errors
 /// Database errors.
 pub async fn find(db: &PgPool, public_id: &str) -> Result<Option<KeyRow>, sqlx::Error> {
-    sqlx::query_as("SELECT id, tenant_id, secret_hash, expires_at, revoked_at, rpm_limit, tpm_limit FROM api_keys WHERE public_id = $1")
-        .bind(public_id)
-        .fetch_optional(db)
-        .await
+    sqlx::query_as!(
+        KeyRow,
+        "SELECT id, tenant_id, secret_hash, expires_at, revoked_at, rpm_limit, tpm_limit FROM api_keys WHERE public_id = $1",
+        public_id,
+    )
+    .fetch_optional(db)
+    .await
 }
 
-/// A key as admins see it: everything but the secret's hash.
-#[derive(Debug, Clone, sqlx::FromRow, Serialize, utoipa::ToSchema)]
+/// A key as admins see it: everything but the secret's hash. Each statement below that returns one names
+/// its columns itself (the macros need the whole statement as one literal).
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct KeyInfo {
     pub id: Uuid,
     pub tenant_id: Uuid,
@@ -40,18 +44,30 @@ pub struct KeyInfo {
     pub tpm_limit: Option<i32>,
 }
 
-const INFO: &str = "id, tenant_id, public_id, name, created_at, expires_at, revoked_at, rpm_limit, tpm_limit";
-
 /// # Errors
 /// Database errors.
 pub async fn list(db: &PgPool, tenant_id: Uuid) -> Result<Vec<KeyInfo>, sqlx::Error> {
-    sqlx::query_as(&format!("SELECT {INFO} FROM api_keys WHERE tenant_id = $1 ORDER BY created_at")).bind(tenant_id).fetch_all(db).await
+    sqlx::query_as!(
+        KeyInfo,
+        "SELECT id, tenant_id, public_id, name, created_at, expires_at, revoked_at, rpm_limit, tpm_limit
+         FROM api_keys WHERE tenant_id = $1 ORDER BY created_at",
+        tenant_id,
+    )
+    .fetch_all(db)
+    .await
 }
 
 /// # Errors
 /// Database errors.
 pub async fn info(tx: &mut sqlx::PgConnection, key_id: Uuid) -> Result<Option<KeyInfo>, sqlx::Error> {
-    sqlx::query_as(&format!("SELECT {INFO} FROM api_keys WHERE id = $1 FOR UPDATE")).bind(key_id).fetch_optional(tx).await
+    sqlx::query_as!(
+        KeyInfo,
+        "SELECT id, tenant_id, public_id, name, created_at, expires_at, revoked_at, rpm_limit, tpm_limit
+         FROM api_keys WHERE id = $1 FOR UPDATE",
+        key_id,
+    )
+    .fetch_optional(tx)
+    .await
 }
 
 /// What is stored for a new key.
@@ -72,18 +88,20 @@ pub async fn insert(
     secret_hash: &[u8; 32],
     key: &NewKey<'_>,
 ) -> Result<KeyInfo, sqlx::Error> {
-    sqlx::query_as(&format!(
+    sqlx::query_as!(
+        KeyInfo,
         "INSERT INTO api_keys (id, tenant_id, public_id, secret_hash, name, expires_at, rpm_limit, tpm_limit)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING {INFO}"
-    ))
-    .bind(Uuid::now_v7())
-    .bind(tenant_id)
-    .bind(public_id)
-    .bind(&secret_hash[..])
-    .bind(key.name)
-    .bind(key.expires_at)
-    .bind(key.rpm_limit)
-    .bind(key.tpm_limit)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+         RETURNING id, tenant_id, public_id, name, created_at, expires_at, revoked_at, rpm_limit, tpm_limit",
+        Uuid::now_v7(),
+        tenant_id,
+        public_id,
+        &secret_hash[..],
+        key.name,
+        key.expires_at,
+        key.rpm_limit,
+        key.tpm_limit,
+    )
     .fetch_one(tx)
     .await
 }
@@ -99,18 +117,20 @@ pub async fn update(
     rpm_limit: Option<Option<i32>>,
     tpm_limit: Option<Option<i32>>,
 ) -> Result<Option<KeyInfo>, sqlx::Error> {
-    sqlx::query_as(&format!(
+    sqlx::query_as!(
+        KeyInfo,
         "UPDATE api_keys SET expires_at = CASE WHEN $2 THEN $3 ELSE expires_at END,
              rpm_limit = CASE WHEN $4 THEN $5 ELSE rpm_limit END, tpm_limit = CASE WHEN $6 THEN $7 ELSE tpm_limit END
-         WHERE id = $1 RETURNING {INFO}"
-    ))
-    .bind(key_id)
-    .bind(expires_at.is_some())
-    .bind(expires_at.flatten())
-    .bind(rpm_limit.is_some())
-    .bind(rpm_limit.flatten())
-    .bind(tpm_limit.is_some())
-    .bind(tpm_limit.flatten())
+         WHERE id = $1
+         RETURNING id, tenant_id, public_id, name, created_at, expires_at, revoked_at, rpm_limit, tpm_limit",
+        key_id,
+        expires_at.is_some(),
+        expires_at.flatten(),
+        rpm_limit.is_some(),
+        rpm_limit.flatten(),
+        tpm_limit.is_some(),
+        tpm_limit.flatten(),
+    )
     .fetch_optional(tx)
     .await
 }
@@ -120,8 +140,12 @@ pub async fn update(
 /// # Errors
 /// Database errors.
 pub async fn revoke(tx: &mut sqlx::PgConnection, key_id: Uuid) -> Result<Option<KeyInfo>, sqlx::Error> {
-    sqlx::query_as(&format!("UPDATE api_keys SET revoked_at = COALESCE(revoked_at, now()) WHERE id = $1 RETURNING {INFO}"))
-        .bind(key_id)
-        .fetch_optional(tx)
-        .await
+    sqlx::query_as!(
+        KeyInfo,
+        "UPDATE api_keys SET revoked_at = COALESCE(revoked_at, now()) WHERE id = $1
+         RETURNING id, tenant_id, public_id, name, created_at, expires_at, revoked_at, rpm_limit, tpm_limit",
+        key_id,
+    )
+    .fetch_optional(tx)
+    .await
 }

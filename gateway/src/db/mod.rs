@@ -1,4 +1,6 @@
-//! SQL, and nothing else. Every value is bound; `format!` only splices constant column lists.
+//! SQL, and nothing else. Every statement is a literal that sqlx's macros (`query!`, `query_as!`,
+//! `query_scalar!`) check at compile time against the migrated schema, offline from the committed
+//! `.sqlx/` (`scripts/sqlx-prepare.sh` regenerates it); every value is bound.
 
 pub mod audit;
 pub mod costs;

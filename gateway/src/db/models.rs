@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 use sqlx::PgPool;
 use uuid::Uuid;
 
-#[derive(Debug, Clone, sqlx::FromRow, Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct ModelRow {
     pub id: String,
     pub owned_by: String,
@@ -21,15 +21,19 @@ pub struct ModelRow {
     pub created_at: chrono::DateTime<chrono::Utc>,
 }
 
-const COLUMNS: &str = "id, owned_by, context_length, input_price_per_mtok, cached_input_price_per_mtok, output_price_per_mtok,
-                       supports_structured_outputs, supports_tools, schema_in_prompt, public, created_at";
-
 /// Every enabled model (the in-memory catalog's source: `crate::catalog`).
 ///
 /// # Errors
 /// Database errors.
 pub async fn list_enabled(db: &PgPool) -> Result<Vec<ModelRow>, sqlx::Error> {
-    sqlx::query_as(&format!("SELECT {COLUMNS} FROM models WHERE enabled ORDER BY id")).fetch_all(db).await
+    sqlx::query_as!(
+        ModelRow,
+        "SELECT id, owned_by, context_length, input_price_per_mtok, cached_input_price_per_mtok, output_price_per_mtok,
+                supports_structured_outputs, supports_tools, schema_in_prompt, public, created_at
+         FROM models WHERE enabled ORDER BY id"
+    )
+    .fetch_all(db)
+    .await
 }
 
 /// Every (tenant, model) pair granted access to a private model.
@@ -37,13 +41,13 @@ pub async fn list_enabled(db: &PgPool) -> Result<Vec<ModelRow>, sqlx::Error> {
 /// # Errors
 /// Database errors.
 pub async fn all_access(db: &PgPool) -> Result<Vec<(Uuid, String)>, sqlx::Error> {
-    sqlx::query_as("SELECT tenant_id, model_id FROM model_access").fetch_all(db).await
+    let rows = sqlx::query!("SELECT tenant_id, model_id FROM model_access").fetch_all(db).await?;
+    Ok(rows.into_iter().map(|r| (r.tenant_id, r.model_id)).collect())
 }
 
 /// A catalog entry as ops see it: every field, enabled or not, and its configured workers.
-#[derive(Debug, Clone, sqlx::FromRow, Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct CatalogEntry {
-    #[sqlx(flatten)]
     #[serde(flatten)]
     pub model: ModelRow,
     pub enabled: bool,
@@ -53,14 +57,36 @@ pub struct CatalogEntry {
 /// # Errors
 /// Database errors.
 pub async fn catalog(db: &mut sqlx::PgConnection, id: Option<&str>) -> Result<Vec<CatalogEntry>, sqlx::Error> {
-    sqlx::query_as(&format!(
-        "SELECT {COLUMNS}, enabled,
-                COALESCE((SELECT array_agg(url ORDER BY url) FROM model_workers w WHERE w.model_id = m.id), '{{}}') AS workers
-         FROM models m WHERE $1::text IS NULL OR id = $1 ORDER BY id"
-    ))
-    .bind(id)
+    // `workers!`: COALESCE never gives NULL, but a computed column's nullability is unknown to the macros.
+    let rows = sqlx::query!(
+        r#"SELECT id, owned_by, context_length, input_price_per_mtok, cached_input_price_per_mtok, output_price_per_mtok,
+                  supports_structured_outputs, supports_tools, schema_in_prompt, public, created_at, enabled,
+                  COALESCE((SELECT array_agg(url ORDER BY url) FROM model_workers w WHERE w.model_id = m.id), '{}') AS "workers!"
+           FROM models m WHERE $1::text IS NULL OR id = $1 ORDER BY id"#,
+        id,
+    )
     .fetch_all(db)
-    .await
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|r| CatalogEntry {
+            model: ModelRow {
+                id: r.id,
+                owned_by: r.owned_by,
+                context_length: r.context_length,
+                input_price_per_mtok: r.input_price_per_mtok,
+                cached_input_price_per_mtok: r.cached_input_price_per_mtok,
+                output_price_per_mtok: r.output_price_per_mtok,
+                supports_structured_outputs: r.supports_structured_outputs,
+                supports_tools: r.supports_tools,
+                schema_in_prompt: r.schema_in_prompt,
+                public: r.public,
+                created_at: r.created_at,
+            },
+            enabled: r.enabled,
+            workers: r.workers,
+        })
+        .collect())
 }
 
 /// The fields ops may set; absent ones keep their value (or the column default on create).
@@ -96,22 +122,24 @@ pub struct ModelChange {
 /// Database errors: a unique violation when creating an existing id, a check violation for a bad value.
 pub async fn write(tx: &mut sqlx::PgConnection, id: &str, change: &ModelChange, create: bool) -> Result<bool, sqlx::Error> {
     if create {
-        // Without a cached price, cached tokens cost what any input token costs.
-        sqlx::query(
+        // Without a cached price, cached tokens cost what any input token costs. (`$5::numeric`: described
+        // without the binds' types, as the macros do, COALESCE's two parameters would be taken for text, and
+        // $3 is also the numeric column's value; at run time the binds are numeric either way.)
+        sqlx::query!(
             "INSERT INTO models (id, context_length, input_price_per_mtok, output_price_per_mtok, cached_input_price_per_mtok)
-             VALUES ($1, $2, $3, $4, COALESCE($5, $3))",
+             VALUES ($1, $2, $3, $4, COALESCE($5::numeric, $3))",
+            id,
+            change.context_length,
+            change.input_price_per_mtok,
+            change.output_price_per_mtok,
+            change.cached_input_price_per_mtok,
         )
-        .bind(id)
-        .bind(change.context_length)
-        .bind(change.input_price_per_mtok)
-        .bind(change.output_price_per_mtok)
-        .bind(change.cached_input_price_per_mtok)
         .execute(&mut *tx)
         .await?;
     }
     // Right of `=` every column is its value before the update: a cached price that equalled the old input
     // price (the default, never set apart) follows the new one.
-    let updated = sqlx::query(
+    let updated = sqlx::query!(
         "UPDATE models SET owned_by = COALESCE($2, owned_by), context_length = COALESCE($3, context_length),
              input_price_per_mtok = COALESCE($4, input_price_per_mtok),
              cached_input_price_per_mtok = COALESCE($11, CASE WHEN cached_input_price_per_mtok = input_price_per_mtok
@@ -121,28 +149,26 @@ pub async fn write(tx: &mut sqlx::PgConnection, id: &str, change: &ModelChange, 
              supports_structured_outputs = COALESCE($8, supports_structured_outputs),
              supports_tools = COALESCE($9, supports_tools), schema_in_prompt = COALESCE($10, schema_in_prompt)
          WHERE id = $1",
+        id,
+        change.owned_by.as_deref(),
+        change.context_length,
+        change.input_price_per_mtok,
+        change.output_price_per_mtok,
+        change.enabled,
+        change.public,
+        change.supports_structured_outputs,
+        change.supports_tools,
+        change.schema_in_prompt,
+        change.cached_input_price_per_mtok,
     )
-    .bind(id)
-    .bind(&change.owned_by)
-    .bind(change.context_length)
-    .bind(change.input_price_per_mtok)
-    .bind(change.output_price_per_mtok)
-    .bind(change.enabled)
-    .bind(change.public)
-    .bind(change.supports_structured_outputs)
-    .bind(change.supports_tools)
-    .bind(change.schema_in_prompt)
-    .bind(change.cached_input_price_per_mtok)
     .execute(&mut *tx)
     .await?;
     if updated.rows_affected() == 0 {
         return Ok(false);
     }
     if let Some(workers) = &change.workers {
-        sqlx::query("DELETE FROM model_workers WHERE model_id = $1").bind(id).execute(&mut *tx).await?;
-        sqlx::query("INSERT INTO model_workers (model_id, url) SELECT $1, unnest($2::text[]) ON CONFLICT DO NOTHING")
-            .bind(id)
-            .bind(workers)
+        sqlx::query!("DELETE FROM model_workers WHERE model_id = $1", id).execute(&mut *tx).await?;
+        sqlx::query!("INSERT INTO model_workers (model_id, url) SELECT $1, unnest($2::text[]) ON CONFLICT DO NOTHING", id, workers)
             .execute(&mut *tx)
             .await?;
     }
@@ -154,7 +180,8 @@ pub async fn write(tx: &mut sqlx::PgConnection, id: &str, change: &ModelChange, 
 /// # Errors
 /// Database errors.
 pub async fn configured_workers(db: &PgPool) -> Result<Vec<(String, String)>, sqlx::Error> {
-    sqlx::query_as("SELECT model_id, url FROM model_workers").fetch_all(db).await
+    let rows = sqlx::query!("SELECT model_id, url FROM model_workers").fetch_all(db).await?;
+    Ok(rows.into_iter().map(|r| (r.model_id, r.url)).collect())
 }
 
 /// Grants (or with `allow = false` withdraws) a tenant's use of a private model. `false` when nothing
@@ -163,10 +190,12 @@ pub async fn configured_workers(db: &PgPool) -> Result<Vec<(String, String)>, sq
 /// # Errors
 /// Database errors (a foreign-key violation for an unknown tenant or model).
 pub async fn set_access(tx: &mut sqlx::PgConnection, tenant: Uuid, model: &str, allow: bool) -> Result<bool, sqlx::Error> {
-    let query = if allow {
-        "INSERT INTO model_access (tenant_id, model_id) VALUES ($1, $2) ON CONFLICT DO NOTHING"
+    let done = if allow {
+        sqlx::query!("INSERT INTO model_access (tenant_id, model_id) VALUES ($1, $2) ON CONFLICT DO NOTHING", tenant, model)
+            .execute(&mut *tx)
+            .await?
     } else {
-        "DELETE FROM model_access WHERE tenant_id = $1 AND model_id = $2"
+        sqlx::query!("DELETE FROM model_access WHERE tenant_id = $1 AND model_id = $2", tenant, model).execute(&mut *tx).await?
     };
-    Ok(sqlx::query(query).bind(tenant).bind(model).execute(&mut *tx).await?.rows_affected() > 0)
+    Ok(done.rows_affected() > 0)
 }

@@ -21,6 +21,6 @@ pub async fn key_changed(tx: &mut sqlx::PgConnection, public_id: &str) -> Result
 }
 
 async fn send(tx: &mut sqlx::PgConnection, payload: &str) -> Result<(), sqlx::Error> {
-    sqlx::query("SELECT pg_notify($1, $2)").bind(CHANNEL).bind(payload).execute(tx).await?;
+    sqlx::query!("SELECT pg_notify($1, $2)", CHANNEL, payload).execute(tx).await?;
     Ok(())
 }

@@ -5,7 +5,7 @@
 use sqlx::PgPool;
 
 /// One model's outcomes over the window.
-#[derive(Debug, Clone, sqlx::FromRow)]
+#[derive(Debug, Clone)]
 pub struct ModelOutcomes {
     pub model: String,
     pub requests: i64,
@@ -20,13 +20,15 @@ pub struct ModelOutcomes {
 /// # Errors
 /// Database errors.
 pub async fn recent(db: &PgPool, seconds: i64) -> Result<Vec<ModelOutcomes>, sqlx::Error> {
-    sqlx::query_as(
-        "SELECT model, count(*) AS requests, count(*) FILTER (WHERE status = 'failed') AS failed,
-                count(*) FILTER (WHERE status = 'rejected') AS rejected
-         FROM cost_records WHERE created_at >= now() - make_interval(secs => $1)
-         GROUP BY model ORDER BY model",
+    // `!`: a count is never NULL, but a computed column's nullability is unknown to the macros.
+    sqlx::query_as!(
+        ModelOutcomes,
+        r#"SELECT model, count(*) AS "requests!", count(*) FILTER (WHERE status = 'failed') AS "failed!",
+                  count(*) FILTER (WHERE status = 'rejected') AS "rejected!"
+           FROM cost_records WHERE created_at >= now() - make_interval(secs => $1)
+           GROUP BY model ORDER BY model"#,
+        seconds as f64,
     )
-    .bind(seconds as f64)
     .fetch_all(db)
     .await
 }

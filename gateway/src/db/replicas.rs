@@ -10,8 +10,7 @@ use uuid::Uuid;
 /// # Errors
 /// Database errors.
 pub async fn heartbeat(db: &PgPool, replica: Uuid) -> Result<(), sqlx::Error> {
-    sqlx::query("INSERT INTO gateway_replicas (id) VALUES ($1) ON CONFLICT (id) DO UPDATE SET last_seen = now()")
-        .bind(replica)
+    sqlx::query!("INSERT INTO gateway_replicas (id) VALUES ($1) ON CONFLICT (id) DO UPDATE SET last_seen = now()", replica)
         .execute(db)
         .await?;
     Ok(())
@@ -22,7 +21,7 @@ pub async fn heartbeat(db: &PgPool, replica: Uuid) -> Result<(), sqlx::Error> {
 /// # Errors
 /// Database errors.
 pub async fn remove(db: &PgPool, replica: Uuid) -> Result<(), sqlx::Error> {
-    sqlx::query("DELETE FROM gateway_replicas WHERE id = $1").bind(replica).execute(db).await?;
+    sqlx::query!("DELETE FROM gateway_replicas WHERE id = $1", replica).execute(db).await?;
     Ok(())
 }
 
@@ -39,11 +38,10 @@ pub async fn remove(db: &PgPool, replica: Uuid) -> Result<(), sqlx::Error> {
 /// Database errors.
 pub async fn release_orphaned_holds(db: &PgPool, stale_after_ms: i64) -> Result<u64, sqlx::Error> {
     let mut tx = db.begin().await?;
-    sqlx::query("DELETE FROM gateway_replicas WHERE last_seen < now() - make_interval(secs => $1 / 1000.0)")
-        .bind(stale_after_ms as f64)
+    sqlx::query!("DELETE FROM gateway_replicas WHERE last_seen < now() - make_interval(secs => $1 / 1000.0)", stale_after_ms as f64)
         .execute(&mut *tx)
         .await?;
-    let holds = sqlx::query(
+    let holds = sqlx::query!(
         "WITH orphaned AS (
              DELETE FROM credit_holds h
              WHERE h.replica_id IS NOT NULL AND NOT EXISTS (SELECT 1 FROM gateway_replicas r WHERE r.id = h.replica_id)
@@ -53,8 +51,8 @@ pub async fn release_orphaned_holds(db: &PgPool, stale_after_ms: i64) -> Result<
     )
     .execute(&mut *tx)
     .await?;
-    let dead: Vec<Uuid> = sqlx::query_scalar(
-        "SELECT DISTINCT replica_id FROM credit_leases l WHERE NOT EXISTS (SELECT 1 FROM gateway_replicas r WHERE r.id = l.replica_id)",
+    let dead: Vec<Uuid> = sqlx::query_scalar!(
+        "SELECT DISTINCT replica_id FROM credit_leases l WHERE NOT EXISTS (SELECT 1 FROM gateway_replicas r WHERE r.id = l.replica_id)"
     )
     .fetch_all(&mut *tx)
     .await?;

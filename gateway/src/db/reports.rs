@@ -8,7 +8,7 @@ use sqlx::PgPool;
 use uuid::Uuid;
 
 /// One request's cost record.
-#[derive(Debug, Clone, sqlx::FromRow, Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct CostRow {
     pub request_id: String,
     pub created_at: DateTime<Utc>,
@@ -53,7 +53,8 @@ pub struct CostFilter {
 /// Database errors.
 pub async fn cost_records(db: &PgPool, filter: &CostFilter, limit: i64) -> Result<Vec<CostRow>, sqlx::Error> {
     let (after_at, after_id) = filter.after.clone().unzip();
-    sqlx::query_as(
+    sqlx::query_as!(
+        CostRow,
         "SELECT request_id, created_at, tenant_id, api_key_id, model, endpoint, status, http_status, error_code,
                 input_tokens, cached_tokens, output_tokens, cost, shortfall, latency_ms
          FROM cost_records
@@ -63,21 +64,21 @@ pub async fn cost_records(db: &PgPool, filter: &CostFilter, limit: i64) -> Resul
            AND ($7::timestamptz IS NULL OR (created_at, request_id) > ($7, $8::text))
          ORDER BY created_at, request_id
          LIMIT $9",
+        filter.tenant_id,
+        filter.api_key_id,
+        filter.model.as_deref(),
+        filter.status.as_deref(),
+        filter.from,
+        filter.to,
+        after_at,
+        after_id,
+        limit,
     )
-    .bind(filter.tenant_id)
-    .bind(filter.api_key_id)
-    .bind(&filter.model)
-    .bind(&filter.status)
-    .bind(filter.from)
-    .bind(filter.to)
-    .bind(after_at)
-    .bind(after_id)
-    .bind(limit)
     .fetch_all(db)
     .await
 }
 
-#[derive(Debug, Clone, sqlx::FromRow, Serialize)]
+#[derive(Debug, Clone, Serialize)]
 pub struct MonthlyTotal {
     pub tenant_id: Uuid,
     pub requests: i64,
@@ -95,23 +96,26 @@ pub struct MonthlyTotal {
 /// # Errors
 /// Database errors.
 pub async fn totals(db: &PgPool, tenant: Option<Uuid>, from: DateTime<Utc>, to: DateTime<Utc>) -> Result<Vec<MonthlyTotal>, sqlx::Error> {
-    sqlx::query_as(
-        "SELECT tenant_id, count(*) AS requests, COALESCE(sum(input_tokens), 0)::bigint AS input_tokens,
-                COALESCE(sum(cached_tokens), 0)::bigint AS cached_tokens, COALESCE(sum(output_tokens), 0)::bigint AS output_tokens, COALESCE(sum(cost), 0) AS cost,
-                COALESCE(sum(shortfall), 0) AS shortfall
-         FROM cost_records
-         WHERE ($1::uuid IS NULL OR tenant_id = $1) AND created_at >= $2 AND created_at < $3
-         GROUP BY tenant_id ORDER BY tenant_id",
+    // `!`: counts and COALESCEd sums are never NULL, but a computed column's nullability is unknown to the
+    // macros.
+    sqlx::query_as!(
+        MonthlyTotal,
+        r#"SELECT tenant_id, count(*) AS "requests!", COALESCE(sum(input_tokens), 0)::bigint AS "input_tokens!",
+                  COALESCE(sum(cached_tokens), 0)::bigint AS "cached_tokens!", COALESCE(sum(output_tokens), 0)::bigint AS "output_tokens!",
+                  COALESCE(sum(cost), 0) AS "cost!", COALESCE(sum(shortfall), 0) AS "shortfall!"
+           FROM cost_records
+           WHERE ($1::uuid IS NULL OR tenant_id = $1) AND created_at >= $2 AND created_at < $3
+           GROUP BY tenant_id ORDER BY tenant_id"#,
+        tenant,
+        from,
+        to,
     )
-    .bind(tenant)
-    .bind(from)
-    .bind(to)
     .fetch_all(db)
     .await
 }
 
 /// A grant, an adjustment or a request's charge.
-#[derive(Debug, Clone, sqlx::FromRow, Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct LedgerEntry {
     pub id: i64,
     pub tenant_id: Uuid,
@@ -128,13 +132,14 @@ pub struct LedgerEntry {
 /// # Errors
 /// Database errors.
 pub async fn credit_ledger(db: &PgPool, tenant: Uuid, after_id: i64, limit: i64) -> Result<Vec<LedgerEntry>, sqlx::Error> {
-    sqlx::query_as(
+    sqlx::query_as!(
+        LedgerEntry,
         "SELECT id, tenant_id, kind, amount, request_id, actor, note, created_at FROM credit_ledger
          WHERE tenant_id = $1 AND id > $2 ORDER BY id LIMIT $3",
+        tenant,
+        after_id,
+        limit,
     )
-    .bind(tenant)
-    .bind(after_id)
-    .bind(limit)
     .fetch_all(db)
     .await
 }

@@ -6,7 +6,7 @@ use serde::Serialize;
 use sqlx::PgPool;
 use uuid::Uuid;
 
-#[derive(Debug, Clone, sqlx::FromRow, Serialize)]
+#[derive(Debug, Clone, Serialize)]
 pub struct Tenant {
     pub id: Uuid,
     pub name: String,
@@ -26,25 +26,25 @@ impl Tenant {
     }
 }
 
-const COLUMNS: &str =
-    "id, name, balance, reserved, COALESCE((SELECT sum(amount) FROM credit_leases l WHERE l.tenant_id = t.id), 0) AS leased, created_at";
-
 /// The id of the tenant called `name`.
 ///
 /// # Errors
 /// Database errors.
 pub async fn find(db: &PgPool, name: &str) -> Result<Option<Uuid>, sqlx::Error> {
-    sqlx::query_scalar("SELECT id FROM tenants WHERE name = $1").bind(name).fetch_optional(db).await
+    sqlx::query_scalar!("SELECT id FROM tenants WHERE name = $1", name).fetch_optional(db).await
 }
 
 /// # Errors
 /// Database errors; a unique violation when the name is taken.
 pub async fn create(tx: &mut sqlx::PgConnection, name: &str) -> Result<Tenant, sqlx::Error> {
-    sqlx::query_as("INSERT INTO tenants (id, name) VALUES ($1, $2) RETURNING id, name, balance, reserved, 0::numeric AS leased, created_at")
-        .bind(Uuid::now_v7())
-        .bind(name)
-        .fetch_one(tx)
-        .await
+    sqlx::query_as!(
+        Tenant,
+        r#"INSERT INTO tenants (id, name) VALUES ($1, $2) RETURNING id, name, balance, reserved, 0::numeric AS "leased!", created_at"#,
+        Uuid::now_v7(),
+        name,
+    )
+    .fetch_one(tx)
+    .await
 }
 
 /// One tenant, or every tenant when `id` is `None`.
@@ -52,8 +52,14 @@ pub async fn create(tx: &mut sqlx::PgConnection, name: &str) -> Result<Tenant, s
 /// # Errors
 /// Database errors.
 pub async fn list(db: &PgPool, id: Option<Uuid>) -> Result<Vec<Tenant>, sqlx::Error> {
-    sqlx::query_as(&format!("SELECT {COLUMNS} FROM tenants t WHERE $1::uuid IS NULL OR id = $1 ORDER BY created_at"))
-        .bind(id)
-        .fetch_all(db)
-        .await
+    // `leased!`: the COALESCEd sum is never NULL, but a computed column's nullability is unknown to the macros.
+    sqlx::query_as!(
+        Tenant,
+        r#"SELECT id, name, balance, reserved,
+                  COALESCE((SELECT sum(amount) FROM credit_leases l WHERE l.tenant_id = t.id), 0) AS "leased!", created_at
+           FROM tenants t WHERE $1::uuid IS NULL OR id = $1 ORDER BY created_at"#,
+        id,
+    )
+    .fetch_all(db)
+    .await
 }

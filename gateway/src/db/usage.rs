@@ -10,9 +10,6 @@ use uuid::Uuid;
 
 use super::reports::CostRow;
 
-const COLUMNS: &str = "request_id, created_at, tenant_id, api_key_id, model, endpoint, status, http_status, error_code,
-                       input_tokens, cached_tokens, output_tokens, cost, shortfall, latency_ms";
-
 /// Up to `limit` of the tenant's records, newest first; with `before`, only those strictly before that
 /// (created_at, request_id). Two statements rather than one with `$2 IS NULL OR …`, so that the cursor is
 /// always a condition the (tenant_id, created_at) index can start from, however deep the page.
@@ -22,24 +19,30 @@ const COLUMNS: &str = "request_id, created_at, tenant_id, api_key_id, model, end
 pub async fn recent(db: &PgPool, tenant: Uuid, before: Option<(DateTime<Utc>, String)>, limit: i64) -> Result<Vec<CostRow>, sqlx::Error> {
     match before {
         None => {
-            sqlx::query_as(&format!(
-                "SELECT {COLUMNS} FROM cost_records WHERE tenant_id = $1 ORDER BY created_at DESC, request_id DESC LIMIT $2"
-            ))
-            .bind(tenant)
-            .bind(limit)
+            sqlx::query_as!(
+                CostRow,
+                "SELECT request_id, created_at, tenant_id, api_key_id, model, endpoint, status, http_status, error_code,
+                        input_tokens, cached_tokens, output_tokens, cost, shortfall, latency_ms
+                 FROM cost_records WHERE tenant_id = $1 ORDER BY created_at DESC, request_id DESC LIMIT $2",
+                tenant,
+                limit,
+            )
             .fetch_all(db)
             .await
         }
         Some((at, id)) => {
-            sqlx::query_as(&format!(
-                "SELECT {COLUMNS} FROM cost_records
+            sqlx::query_as!(
+                CostRow,
+                "SELECT request_id, created_at, tenant_id, api_key_id, model, endpoint, status, http_status, error_code,
+                        input_tokens, cached_tokens, output_tokens, cost, shortfall, latency_ms
+                 FROM cost_records
                  WHERE tenant_id = $1 AND created_at <= $2 AND (created_at, request_id) < ($2, $3)
-                 ORDER BY created_at DESC, request_id DESC LIMIT $4"
-            ))
-            .bind(tenant)
-            .bind(at)
-            .bind(id)
-            .bind(limit)
+                 ORDER BY created_at DESC, request_id DESC LIMIT $4",
+                tenant,
+                at,
+                id,
+                limit,
+            )
             .fetch_all(db)
             .await
         }
@@ -51,11 +54,16 @@ pub async fn recent(db: &PgPool, tenant: Uuid, before: Option<(DateTime<Utc>, St
 /// # Errors
 /// Database errors.
 pub async fn one(db: &PgPool, tenant: Uuid, request_id: &str) -> Result<Option<CostRow>, sqlx::Error> {
-    sqlx::query_as(&format!("SELECT {COLUMNS} FROM cost_records WHERE tenant_id = $1 AND request_id = $2"))
-        .bind(tenant)
-        .bind(request_id)
-        .fetch_optional(db)
-        .await
+    sqlx::query_as!(
+        CostRow,
+        "SELECT request_id, created_at, tenant_id, api_key_id, model, endpoint, status, http_status, error_code,
+                input_tokens, cached_tokens, output_tokens, cost, shortfall, latency_ms
+         FROM cost_records WHERE tenant_id = $1 AND request_id = $2",
+        tenant,
+        request_id,
+    )
+    .fetch_optional(db)
+    .await
 }
 
 /// A day's spend (UTC), summed exactly.
@@ -85,7 +93,6 @@ pub struct Spend {
 }
 
 /// One row of the grouping sets: `day` is set on the per-day rows, `model` on the per-model rows.
-#[derive(sqlx::FromRow)]
 struct SpendRow {
     day: Option<NaiveDate>,
     model: Option<String>,
@@ -101,16 +108,19 @@ struct SpendRow {
 /// # Errors
 /// Database errors.
 pub async fn spend(db: &PgPool, tenant: Uuid, from: DateTime<Utc>, to: DateTime<Utc>) -> Result<Spend, sqlx::Error> {
-    let rows: Vec<SpendRow> = sqlx::query_as(
-        "SELECT (created_at AT TIME ZONE 'UTC')::date AS day, model, count(*) AS requests,
-                COALESCE(sum(input_tokens), 0)::bigint AS input_tokens, COALESCE(sum(output_tokens), 0)::bigint AS output_tokens,
-                COALESCE(sum(cost), 0) AS cost
-         FROM cost_records WHERE tenant_id = $1 AND created_at >= $2 AND created_at < $3
-         GROUP BY GROUPING SETS ((created_at AT TIME ZONE 'UTC')::date, model)",
+    // `?`: `day` and `model` are each NULL on the other grouping set's rows (`model` is NOT NULL in the table,
+    // so the macros would otherwise read it as never NULL). `!`: counts and COALESCEd sums are never NULL.
+    let rows: Vec<SpendRow> = sqlx::query_as!(
+        SpendRow,
+        r#"SELECT (created_at AT TIME ZONE 'UTC')::date AS "day?", model AS "model?", count(*) AS "requests!",
+                  COALESCE(sum(input_tokens), 0)::bigint AS "input_tokens!", COALESCE(sum(output_tokens), 0)::bigint AS "output_tokens!",
+                  COALESCE(sum(cost), 0) AS "cost!"
+           FROM cost_records WHERE tenant_id = $1 AND created_at >= $2 AND created_at < $3
+           GROUP BY GROUPING SETS ((created_at AT TIME ZONE 'UTC')::date, model)"#,
+        tenant,
+        from,
+        to,
     )
-    .bind(tenant)
-    .bind(from)
-    .bind(to)
     .fetch_all(db)
     .await?;
     let mut spend = Spend::default();
