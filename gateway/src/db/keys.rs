@@ -28,8 +28,9 @@ pub async fn find(db: &PgPool, public_id: &str) -> Result<Option<KeyRow>, sqlx::
     .await
 }
 
-/// A key as admins see it: everything but the secret's hash. Each statement below that returns one names
-/// its columns itself (the macros need the whole statement as one literal).
+// Each statement below that returns a `KeyInfo` names its columns itself: the macros need the whole
+// statement as one literal. (Not in the doc comment, which is the API document's description.)
+/// A key as admins see it: everything but the secret's hash.
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct KeyInfo {
     pub id: Uuid,
