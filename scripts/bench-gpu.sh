@@ -42,15 +42,6 @@ cleanup() {
 }
 trap cleanup EXIT
 
-wait_http() {  # <url> <pid> <seconds>
-  local deadline=$((SECONDS + $3))
-  until [ "$(curl -s -o /dev/null -m 2 -w '%{http_code}' "$1" || true)" = 200 ]; do
-    kill -0 "$2" 2>/dev/null || die "process $2 exited before $1 answered (logs in $out)"
-    [ "$SECONDS" -lt "$deadline" ] || die "$1 did not answer 200 within $3 s"
-    sleep 1
-  done
-}
-
 venv="$cache/venv-bench"
 [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
 "$venv/bin/pip" install --quiet --disable-pip-version-check "jsonschema==$JSONSCHEMA_VERSION"

@@ -72,16 +72,6 @@ ensure_venv() {
   fi
 }
 
-# wait_http <url> <pid> <seconds>: until GET url answers 200.
-wait_http() {
-  local deadline=$((SECONDS + $3))
-  until [ "$(curl -s -o /dev/null -m 2 -w '%{http_code}' "$1" || true)" = 200 ]; do
-    kill -0 "$2" 2>/dev/null || die "process $2 exited before $1 answered (logs in $out)"
-    [ "$SECONDS" -lt "$deadline" ] || die "$1 did not answer 200 within $3 s"
-    sleep 0.5
-  done
-}
-
 stop() { kill "$1" 2>/dev/null || true; wait "$1" 2>/dev/null || true; }
 
 # Refuses to measure whatever else already listens on a port of ours.

@@ -25,3 +25,14 @@ ensure_build_tools() {
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq cmake clang libclang-dev >/dev/null
   fi
 }
+
+# wait_http <url> <pid> <seconds>: until GET url answers 200; exits the script when the process <pid> is
+# gone first or the time runs out (the caller's $out, when set, is where its logs are).
+wait_http() {
+  local deadline=$((SECONDS + $3))
+  until [ "$(curl -s -o /dev/null -m 2 -w '%{http_code}' "$1" || true)" = 200 ]; do
+    kill -0 "$2" 2>/dev/null || { echo "process $2 exited before $1 answered (logs in ${out:-its log})" >&2; exit 1; }
+    [ "$SECONDS" -lt "$deadline" ] || { echo "$1 did not answer 200 within $3 s" >&2; exit 1; }
+    sleep 0.5
+  done
+}
