@@ -18,7 +18,8 @@
 #   BENCH_PARTS=overhead scripts/bench-peers.sh
 #
 # Knobs (environment): BENCH_PASSES (3 passes over every constrained cell), BENCH_SECONDS (10 per
-# load cell), BENCH_RATES ("50 500 750 1000" open-loop rates), BENCH_CONCURRENCY (16, closed-loop clients),
+# load cell), BENCH_RATES ("50 500 1000 2000" open-loop rates; the gateway is also measured at half the
+# rate it reached with BENCH_CONCURRENCY clients), BENCH_CONCURRENCY (16, closed-loop clients),
 # BENCH_QUIET_MAX_S (60: how long to wait for the rest of the machine to go quiet before each cell),
 # BENCH_DIAGNOSE (1: also run the synchronous_commit=off diagnostic).
 set -euo pipefail
@@ -35,7 +36,7 @@ out="${BENCH_OUT:-$root/.data/bench-peers/$(date -u +%Y%m%dT%H%M%SZ)}"
 parts="${BENCH_PARTS:-constrained overhead}"
 passes="${BENCH_PASSES:-3}"
 seconds="${BENCH_SECONDS:-10}"
-rates="${BENCH_RATES:-50 500 750 1000}"
+rates="${BENCH_RATES:-50 500 1000 2000}"
 clients="${BENCH_CONCURRENCY:-16}"
 model="$root/models/SmolLM2-135M-Instruct.Q4_1.gguf"
 
@@ -90,11 +91,16 @@ helper="$root/scripts/bench_peers.py"
 ensure_build_tools
 scripts/fetch-model.sh >/dev/null
 say "building release binaries"
-cargo build --release -p runaii-worker -p runaii-gateway -p runaii-loadtest
+# The worker (llama.cpp, ~10 minutes the first time) only when its part runs.
+packages=(-p runaii-gateway -p runaii-loadtest)
+[[ " $parts " == *" constrained "* ]] && packages+=(-p runaii-worker)
+cargo build --locked --release "${packages[@]}"
 # Hard links (or copies), so a build from another clone into the shared target dir cannot swap a binary
 # mid-run.
 mkdir -p "$out/bin"
-for b in runaii-worker runaii-gateway loadtest mock-worker; do cp -l "$CARGO_TARGET_DIR/release/$b" "$out/bin/" 2>/dev/null || cp "$CARGO_TARGET_DIR/release/$b" "$out/bin/"; done
+for b in runaii-worker runaii-gateway loadtest mock-worker; do
+  [ -e "$CARGO_TARGET_DIR/release/$b" ] || continue
+  cp -l "$CARGO_TARGET_DIR/release/$b" "$out/bin/" 2>/dev/null || cp "$CARGO_TARGET_DIR/release/$b" "$out/bin/"; done
 bin="$out/bin"
 # The worker secret this run's worker and gateway share.
 RUNAII_WORKER_SECRET="bench-$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')"
@@ -189,7 +195,8 @@ if [[ " $parts " == *" overhead "* ]]; then
   RUST_LOG=error "$gw" create-key --tenant bench --name "bench-$(date +%s)" | tail -n 1 >"$out/api-key"
   RUST_LOG=error "$gw" grant-credits --tenant bench --amount 1000 >/dev/null
 
-  "$bin/mock-worker" --listen "127.0.0.1:$mock_port" --model mock-model --tokens 16 >"$out/mock.log" 2>&1 &
+  # TCP_NODELAY as the real worker sets it: otherwise every streamed chunk may wait on a delayed ACK (40 ms).
+  "$bin/mock-worker" --listen "127.0.0.1:$mock_port" --model mock-model --tokens 16 --tcp-nodelay >"$out/mock.log" 2>&1 &
   mock_pid=$!
   wait_http "http://127.0.0.1:$mock_port/health" "$mock_pid" 30
 
@@ -228,6 +235,12 @@ EOF
   "$lt" --base-url "http://127.0.0.1:$litellm_port" --api-key "$master_key" --model mock-model --mix plain=1 \
     --concurrency 4 --requests 50 --no-reconcile >/dev/null
 
+  # One WAL flush on this disk, for "added p50 ≤ one WAL flush + 0.3 ms" (pg_test_fsync, Postgres' own tool).
+  pg_test_fsync="$(ls /usr/lib/postgresql/*/bin/pg_test_fsync 2>/dev/null | tail -n 1)"
+  if [ -n "$pg_test_fsync" ]; then
+    (cd "$out" && "$pg_test_fsync" -s 2 2>&1 | grep -m1 -E '^ +fdatasync' | sed 's/^ */pg_test_fsync: /' >>"$out/env.txt") || true
+  fi
+
   # What one request costs Postgres: transactions and rows per request over 2,000 requests (Postgres 15
   # flushes a backend's counters at most once a second and an idle backend's within 10 s: hence the waits).
   pg_counts() {
@@ -248,7 +261,8 @@ PY
   # load <target name> <load name> <cpu pids (comma-separated name=pid list)> <loadtest args...>
   seq=0
   load() {
-    local target="$1" name="$2" cpus="$3"; shift 3
+    local target="$1" name="$2" cpus="$3" mix="plain=1"; shift 3
+    [[ "$name" == *streamed* ]] && mix="stream=1"
     seq=$((seq + 1))
     local file="$out/l-$(echo "$target $name" | tr 'A-Z' 'a-z' | tr -cs 'a-z0-9' '-' | sed 's/-$//').json" before=() after=() entry
     local pg_pids
@@ -258,7 +272,7 @@ PY
       if [ "${entry#*=}" = pg ]; then before+=("$("$py" "$helper" cpu ${pg_pids:-0})"); else before+=("$("$py" "$helper" cpu "${entry#*=}")"); fi
     done
     say "$target, $name"
-    "$lt" --model mock-model --mix plain=1 --max-tokens 16 --timeout 30s --json "$@" >"$file.raw" || true
+    "$lt" --model mock-model --mix "$mix" --max-tokens 16 --timeout 30s --json "$@" >"$file.raw" || true
     for entry in "${entries[@]}"; do
       if [ "${entry#*=}" = pg ]; then after+=("$("$py" "$helper" cpu ${pg_pids:-0})"); else after+=("$("$py" "$helper" cpu "${entry#*=}")"); fi
     done
@@ -292,9 +306,18 @@ PY
       load "LiteLLM → mock" "open ${rate}/s" "$cpu_litellm" "${via_litellm[@]}" --rate "$rate" --duration "${seconds}s"
     fi
   done
+  # One client, whole and streamed: what the gateway adds to one request (streamed: to its first token).
+  for kind in "" ", streamed"; do
+    load "mock directly" "closed, 1 client$kind" "mock=$mock_pid" "${direct[@]}" --concurrency 1 --duration "${seconds}s"
+    load "gateway → mock" "closed, 1 client$kind" "$cpu_gw" "${via_gw[@]}" --concurrency 1 --duration "${seconds}s"
+  done
   load "mock directly" "closed, $clients clients" "mock=$mock_pid" "${direct[@]}" --concurrency "$clients" --duration "${seconds}s"
   load "gateway → mock" "closed, $clients clients" "$cpu_gw" "${via_gw[@]}" --concurrency "$clients" --duration "${seconds}s"
   load "LiteLLM → mock" "closed, $clients clients" "$cpu_litellm" "${via_litellm[@]}" --concurrency "$clients" --duration "${seconds}s"
+  # Half the rate the gateway reached with $clients clients: the latency it adds when not saturated.
+  half="$("$py" -c 'import glob, json, sys; f = [p for p in glob.glob(sys.argv[1] + "/l-gateway-mock-closed-*-clients.json")][0]; r = json.load(open(f))["result"]; print(int((r.get("summary") or r)["completed_per_s"] / 2))' "$out")"
+  load "mock directly" "open ${half}/s (half the gateway's max)" "mock=$mock_pid" "${direct[@]}" --rate "$half" --duration "${seconds}s"
+  load "gateway → mock" "open ${half}/s (half the gateway's max)" "$cpu_gw" "${via_gw[@]}" --rate "$half" --duration "${seconds}s"
 
   # Diagnostic, not a result: the same gateway with Postgres not waiting for the WAL flush at commit
   # (synchronous_commit off for this database only), to show how much of the overhead is the ledger's

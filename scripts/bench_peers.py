@@ -317,16 +317,24 @@ def report(args: argparse.Namespace) -> None:
         # Added latency: each target against the mock directly at the same open-loop rate.
         direct = {r["load"]: r for r in loads if r["target"] == "mock directly"}
         rows = []
+        def first_token(summary: dict) -> dict:
+            kinds = summary.get("kinds") or summary.get("by_kind") or {}
+            return next((k.get("first_token") for k in kinds.values() if isinstance(k, dict) and k.get("first_token")), None) or {}
+
         for r in loads:
-            if r["target"] == "mock directly" or r["load"] not in direct or not r["load"].startswith("open"):
+            comparable = r["load"].startswith("open") or " 1 client" in r["load"]
+            if r["target"] == "mock directly" or r["load"] not in direct or not comparable:
                 continue
-            a = (r["result"].get("summary") or r["result"]).get("latency") or {}
-            b = (direct[r["load"]]["result"].get("summary") or direct[r["load"]]["result"]).get("latency") or {}
+            sa = r["result"].get("summary") or r["result"]
+            sb = direct[r["load"]]["result"].get("summary") or direct[r["load"]]["result"]
+            a, b = sa.get("latency") or {}, sb.get("latency") or {}
+            fa, fb = first_token(sa), first_token(sb)
+            ttft = f"{fa['p50_ms'] - fb['p50_ms']:.2f} / {fa['p99_ms'] - fb['p99_ms']:.2f}" if fa and fb else "—"
             if a and b:
-                rows.append(f"| {r['target']} | {r['load']} | {a['p50_ms'] - b['p50_ms']:.2f} | {a['p99_ms'] - b['p99_ms']:.2f} |")
+                rows.append(f"| {r['target']} | {r['load']} | {a['p50_ms'] - b['p50_ms']:.2f} | {a['p99_ms'] - b['p99_ms']:.2f} | {ttft} |")
         if rows:
-            print("| target | load | added p50 ms | added p99 ms |")
-            print("|---|---|---|---|")
+            print("| target | load | added p50 ms | added p99 ms | added first token p50 / p99 ms |")
+            print("|---|---|---|---|---|")
             print("\n".join(rows))
             print()
 

@@ -39,8 +39,8 @@ pub struct MockSettings {
     pub slots: u64,
     #[arg(long, default_value_t = 4096)]
     pub context_length: u64,
-    /// Set TCP_NODELAY on accepted connections. Off by default, as in the worker (axum's `serve` leaves
-    /// Nagle's algorithm on); see docs/loadtest.md for what that costs streamed chunks.
+    /// Set TCP_NODELAY on accepted connections, as the real worker does. Off by default (axum's `serve`
+    /// leaves Nagle's algorithm on), to show what that costs streamed chunks: docs/loadtest.md.
     #[arg(long)]
     pub tcp_nodelay: bool,
 }
