@@ -88,6 +88,12 @@ pub struct ChatCompletionRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(minimum = 1, maximum = 100)]
     pub dry_allowed_length: Option<u32>,
+    /// Extension: for a `json_schema` answer (the default, `true`), the tokens that close the innermost
+    /// open string, array or object get a large bonus once the tokens left are about what closing
+    /// everything takes, so the answer ends complete and valid instead of being cut by `max_tokens`.
+    /// Like the penalties it acts before the grammar, so it never admits what the schema forbids.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub close_before_limit: Option<bool>,
     /// `none`, `minimal`, `low`, `medium`, `high` or `xhigh`. Honoured where the model's chat template
     /// has a thinking switch (`none` turns thinking off, any other level on) or effort levels (passed on);
     /// elsewhere only `none` is accepted. A constrained answer is written without thinking.

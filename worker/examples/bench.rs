@@ -3,7 +3,7 @@
 //! (in-process, each schema compiled once, refusals included).
 //!
 //! ```text
-//! cargo run --example bench -p runaii-worker -- --url http://127.0.0.1:8081 --rounds 3
+//! RUNAII_WORKER_TOKEN=$(runaii-gateway worker-token) cargo run --example bench -p runaii-worker -- --url http://127.0.0.1:8081 --rounds 3
 //! ```
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -87,7 +87,13 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 #[tokio::main]
 async fn main() {
     let args = Args::parse();
-    let client = reqwest::Client::builder().timeout(Duration::from_secs(600)).build().unwrap();
+    // Workers serve only gateways: the bearer token of the fleet's secret (`runaii-gateway worker-token`),
+    // from RUNAII_WORKER_TOKEN, as scripts/bench_peers.py sends it.
+    let mut headers = reqwest::header::HeaderMap::new();
+    if let Ok(token) = std::env::var("RUNAII_WORKER_TOKEN") {
+        headers.insert(reqwest::header::AUTHORIZATION, format!("Bearer {token}").parse().unwrap());
+    }
+    let client = reqwest::Client::builder().timeout(Duration::from_secs(600)).default_headers(headers).build().unwrap();
     // Warm up (first request pays page faults and allocator growth).
     run_cell(&client, &Args { rounds: 1, ..Args::parse() }, true, 1).await;
 

@@ -12,7 +12,8 @@
 //!
 //! `BENCH_REFUSALS=1 cargo test -p runaii-worker --test jsonschemabench -- --nocapture` lists each
 //! refused schema with its reason. `BENCH_DRY=0` sends `dry_multiplier: 0`, turning off the repetition
-//! guard constrained requests get by default (the "before" column of `docs/benchmarks.md`).
+//! guard constrained requests get by default (the "before" column of `docs/benchmarks.md`); `BENCH_CLOSE=0`
+//! sends `close_before_limit: false`, turning off the closing bonus near `max_tokens` (`engine/closing.rs`).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -207,6 +208,9 @@ async fn every_schema_yields_valid_json_or_a_refusal() {
                 if std::env::var("BENCH_DRY").is_ok_and(|v| v == "0") {
                     req["dry_multiplier"] = json!(0);
                 }
+                if std::env::var("BENCH_CLOSE").is_ok_and(|v| v == "0") {
+                    req["close_before_limit"] = json!(false);
+                }
                 let (status, body) = common::post(&base, &req).await;
                 let outcome = match status {
                     200 => {
@@ -249,5 +253,7 @@ async fn every_schema_yields_valid_json_or_a_refusal() {
     }
     eprintln!("generation over 200 schemas: {} valid, {} cut at max_tokens, {} refused", count("valid"), count("cut"), count("refused"));
     assert_eq!(outcomes.len(), 200);
-    assert!(count("valid") >= 60, "most enforced schemas complete within 300 tokens");
+    // Measured 146 valid, 43 cut, 11 refused with the repetition guard and the closing bonus on (the
+    // defaults; docs/benchmarks.md). The floor leaves room for the small differences batching makes.
+    assert!(count("valid") >= 130, "most enforced schemas complete within 300 tokens");
 }

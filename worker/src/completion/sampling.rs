@@ -24,7 +24,8 @@ pub(super) fn params(request: &ChatCompletionRequest, constrained_json: bool) ->
     // Without a seed each request draws its own; with one, the same request samples the same tokens.
     let seed = request.seed.map_or_else(rand::random, |s| s as u64);
     let penalties = penalties(request, constrained_json)?;
-    Ok(SamplingParams { temperature, top_p, top_k, seed, penalties })
+    let close_json = constrained_json && request.close_before_limit.unwrap_or(true);
+    Ok(SamplingParams { temperature, top_p, top_k, seed, penalties, close_json })
 }
 
 fn penalties(request: &ChatCompletionRequest, constrained_json: bool) -> Result<Penalties, ApiError> {

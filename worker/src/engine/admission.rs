@@ -1,6 +1,8 @@
 //! Admission: taking jobs from the queue into free sequences, each onto the sequence whose KV cache
 //! already holds the longest prefix of its prompt (`prefix.rs`), with the rest of that cache dropped.
 
+use std::sync::Arc;
+
 use llama_cpp_2::token::LlamaToken;
 
 use super::prefix::{self, Placement};
@@ -41,7 +43,7 @@ impl Scheduler<'_> {
             EngineStats::add(&self.stats.prompt_tokens, job.prompt.len() as u64);
             EngineStats::add(&self.stats.prompt_cached_tokens, kept.len() as u64);
             EngineStats::add(&self.stats.active_slots, 1);
-            self.slots[placement.slot] = Some(Active::new(job, constraint, kept));
+            self.slots[placement.slot] = Some(Active::new(job, constraint, kept, Arc::clone(&self.first_bytes)));
         }
         true
     }

@@ -96,6 +96,7 @@ pub fn load(settings: LoadSettings) -> oneshot::Receiver<anyhow::Result<Arc<Load
             prefix_cache: settings.prefix_cache,
             batch: LlamaBatch::new(batch_size, i32::try_from(settings.slots).unwrap_or(1)),
             batch_size,
+            first_bytes: token_first_bytes(&model),
         }
         .run();
     });
@@ -103,6 +104,14 @@ pub fn load(settings: LoadSettings) -> oneshot::Receiver<anyhow::Result<Arc<Load
         tracing::error!(error = %e, "could not spawn the engine thread");
     }
     ready_rx
+}
+
+/// The first byte of every token's text, once per model.
+fn token_first_bytes(model: &LlamaModel) -> Arc<[u8]> {
+    use llama_cpp_2::token::LlamaToken;
+    let vocab = model.vocab();
+    let n = u32::try_from(vocab.n_tokens()).unwrap_or(0);
+    super::closing::first_bytes((0..n).map(|id| vocab.token_to_piece(LlamaToken(i32::try_from(id).unwrap_or(0)), false, None))).into()
 }
 
 fn load_model(settings: &LoadSettings) -> anyhow::Result<Arc<LlamaModel>> {

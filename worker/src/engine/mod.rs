@@ -3,6 +3,7 @@
 //! channels.
 
 mod admission;
+mod closing;
 mod load;
 mod prefix;
 mod repetition;

@@ -1,13 +1,17 @@
-//! Picking the next token from logits: repetition penalties (`repetition.rs`), then greedy at
-//! temperature 0, else top-k → temperature → top-p.
+//! Picking the next token from logits: repetition penalties (`repetition.rs`) and, for a JSON answer
+//! near its budget, the closing bonus (`closing.rs`), then greedy at temperature 0, else top-k →
+//! temperature → top-p.
 //!
 //! Sampling is done here rather than in a llama.cpp sampler chain so that a constraint's mask is
 //! applied exactly once per step, a failed mask is an error instead of a silently unconstrained step,
 //! and each token is accepted by the grammar exactly once.
 
+use std::sync::Arc;
+
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
+use super::closing::{JsonDepth, CLOSING_BONUS};
 use super::repetition::{History, Penalties};
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -17,12 +21,22 @@ pub struct SamplingParams {
     pub top_k: usize,
     pub seed: u64,
     pub penalties: Penalties,
+    /// The answer is JSON: close it before `max_tokens` cuts it (`closing.rs`).
+    pub close_json: bool,
 }
 
 impl Default for SamplingParams {
     fn default() -> Self {
-        Self { temperature: 1.0, top_p: 1.0, top_k: 40, seed: 0, penalties: Penalties::default() }
+        Self { temperature: 1.0, top_p: 1.0, top_k: 40, seed: 0, penalties: Penalties::default(), close_json: false }
     }
+}
+
+/// What closing a JSON answer in time needs: where the answer is, its budget, and each token's first byte.
+#[derive(Debug)]
+struct Closing {
+    depth: JsonDepth,
+    budget: usize,
+    first_bytes: Arc<[u8]>,
 }
 
 #[derive(Debug)]
@@ -31,18 +45,43 @@ pub struct Sampler {
     rng: StdRng,
     scratch: Vec<(u32, f32)>,
     history: History,
+    /// Tokens of the answer so far.
+    produced: usize,
+    closing: Option<Closing>,
 }
 
 impl Sampler {
     #[must_use]
     pub fn new(params: SamplingParams) -> Self {
-        Self { params, rng: StdRng::seed_from_u64(params.seed), scratch: Vec::new(), history: History::default() }
+        Self {
+            params,
+            rng: StdRng::seed_from_u64(params.seed),
+            scratch: Vec::new(),
+            history: History::default(),
+            produced: 0,
+            closing: None,
+        }
     }
 
-    /// Records a token of the answer (sampled or forced by the grammar) and its text, for the penalties.
+    /// With `close_json`, closes the answer before its `budget` of tokens runs out; `first_bytes` is the
+    /// first byte of each token's text.
+    #[must_use]
+    pub fn closing_json(mut self, budget: u32, first_bytes: Arc<[u8]>) -> Self {
+        if self.params.close_json {
+            self.closing = Some(Closing { depth: JsonDepth::default(), budget: budget as usize, first_bytes });
+        }
+        self
+    }
+
+    /// Records a token of the answer (sampled or forced by the grammar) and its text, for the penalties
+    /// and the closing bonus.
     pub fn record(&mut self, token: u32, piece: &[u8]) {
+        self.produced += 1;
         if !self.params.penalties.is_off() {
             self.history.push(token, piece);
+        }
+        if let Some(closing) = &mut self.closing {
+            closing.depth.push(piece);
         }
     }
 
@@ -52,7 +91,15 @@ impl Sampler {
         // Sorted by token id, as the logits are walked: one pass applies them.
         let adjustments = self.history.adjustments(&self.params.penalties);
         let mut next = adjustments.iter().peekable();
+        let produced = self.produced;
+        let closer = self.closing.as_mut().and_then(|c| c.depth.closer(c.budget.saturating_sub(produced)).map(|b| (b, &c.first_bytes)));
         self.scratch.extend(logits.iter().enumerate().filter_map(|(id, &logit)| {
+            let mut logit = logit;
+            if let Some((byte, first_bytes)) = closer {
+                if first_bytes.get(id) == Some(&byte) {
+                    logit += CLOSING_BONUS;
+                }
+            }
             let id = u32::try_from(id).ok()?;
             let logit = match next.peek() {
                 Some(&&(penalised, penalty)) if penalised == id => {
@@ -138,6 +185,28 @@ mod tests {
         s.record(1, b"x");
         assert_eq!(s.sample(&logits, |_| true), Some(2), "the used token lost 3");
         assert_eq!(s.sample(&logits, |id| id == 1), Some(1), "a penalised token the grammar alone allows is still chosen");
+    }
+
+    #[test]
+    fn a_json_answer_near_its_budget_takes_the_closer_the_grammar_allows() {
+        // Token 0 is `"`, 1 is `]`, 2 is `x`; the model prefers `x` by 5.
+        let first_bytes: Arc<[u8]> = vec![b'"', b']', b'x'].into();
+        let params = SamplingParams { temperature: 0.0, close_json: true, ..SamplingParams::default() };
+        let logits = [0.0, 0.0, 5.0];
+        let mut roomy = Sampler::new(params).closing_json(1000, Arc::clone(&first_bytes));
+        roomy.record(2, br#"{"a":"x"#);
+        assert_eq!(roomy.sample(&logits, |_| true), Some(2), "far from the budget nothing changes");
+        let mut tight = Sampler::new(params).closing_json(10, Arc::clone(&first_bytes));
+        tight.record(2, br#"{"a":"x"#);
+        assert_eq!(tight.sample(&logits, |_| true), Some(0), "inside the string: the quote");
+        assert_eq!(tight.sample(&logits, |id| id != 0), Some(2), "the grammar still decides");
+        let mut in_array = Sampler::new(params).closing_json(10, Arc::clone(&first_bytes));
+        in_array.record(2, br#"{"a":["x","#);
+        assert_eq!(in_array.sample(&logits, |_| true), Some(1), "in an array: `]`");
+        assert_eq!(in_array.sample(&logits, |id| id != 1), Some(2), "and not a quote: without `]`, x wins over `\"`");
+        let mut off = Sampler::new(SamplingParams { close_json: false, ..params }).closing_json(10, first_bytes);
+        off.record(2, br#"{"a":"x"#);
+        assert_eq!(off.sample(&logits, |_| true), Some(2), "off unless asked");
     }
 
     #[test]

@@ -32,6 +32,8 @@ pub(super) struct Scheduler<'m> {
     pub prefix_cache: bool,
     pub batch: LlamaBatch<'static>,
     pub batch_size: usize,
+    /// The first byte of each token's text, for closing JSON answers in time (`closing.rs`).
+    pub first_bytes: Arc<[u8]>,
 }
 
 /// What one sampling step decided for a sequence.

@@ -1,5 +1,6 @@
 //! The state of one request while it owns a sequence in the batch.
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use llama_cpp_2::token::LlamaToken;
@@ -34,8 +35,9 @@ pub(super) struct Active {
 
 impl Active {
     /// `kept`: the prompt's leading tokens already in the sequence's KV cache.
-    pub fn new(job: Job, constraint: Option<ActiveConstraint>, kept: Vec<LlamaToken>) -> Self {
-        let sampler = Sampler::new(job.sampling);
+    /// `first_bytes`: the first byte of each token's text, for closing a JSON answer in time.
+    pub fn new(job: Job, constraint: Option<ActiveConstraint>, kept: Vec<LlamaToken>, first_bytes: Arc<[u8]>) -> Self {
+        let sampler = Sampler::new(job.sampling).closing_json(job.max_tokens, first_bytes);
         let text = TextAssembler::new(job.stop.clone());
         let cached_tokens = u32::try_from(kept.len()).unwrap_or(u32::MAX);
         Self {
