@@ -2,7 +2,8 @@
 //! embedded model decodes (issue 15: Q4_1 has no repacked CPU kernels; Q4_0 and Q8_0 do).
 //!
 //! ```text
-//! cargo run --release -p runaii-worker --example requantize -- models/SmolLM2-135M-Instruct.Q4_1.gguf /tmp/smollm2.q4_0.gguf q4_0
+//! cargo build --workspace --all-targets
+//! ~/.cache/runaii/target/debug/examples/requantize models/SmolLM2-135M-Instruct.Q4_1.gguf /tmp/smollm2.q8_0.gguf q8_0
 //! ```
 //!
 //! Re-quantizing an already quantized model (`allow_requantize`) adds the new format's rounding to the
