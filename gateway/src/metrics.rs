@@ -9,15 +9,14 @@
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use axum::extract::{MatchedPath, Request, State};
-use axum::http::header;
+use axum::extract::{MatchedPath, Request};
 use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use runaii_wire::metrics::{write_gauge, Counters, Histograms, LATENCY_BUCKETS};
 use rust_decimal::Decimal;
 
 use crate::db::costs::CostRecord;
-use crate::state::AppState;
+use crate::upstream::WorkerStatus;
 
 #[derive(Debug)]
 pub struct Metrics {
@@ -119,8 +118,10 @@ impl Metrics {
     }
 }
 
-/// `GET /metrics`: the registry, plus the worker registry's view of each model.
-pub async fn render(State(state): State<AppState>) -> impl IntoResponse {
+/// The exposition: the registry, plus `workers` (the worker registry's view, read by the caller) per
+/// model.
+#[must_use]
+pub fn exposition(workers: &[WorkerStatus]) -> String {
     let m = global();
     let mut out = String::with_capacity(8192);
     m.http.write(&mut out, "runaii_gateway_http_responses_total", "HTTP answers by route template and status code.");
@@ -159,9 +160,8 @@ pub async fn render(State(state): State<AppState>) -> impl IntoResponse {
         "Requests by how their worker was chosen (preferred: the one likely to hold the prompt's prefix; busy_fallback: that one was full; none).",
     );
 
-    let workers = state.registry.all_ready().await;
     let mut ready = std::collections::BTreeMap::<String, (u64, u64, u64)>::new();
-    for w in &workers {
+    for w in workers {
         let e = ready.entry(w.model.clone()).or_default();
         e.0 += 1;
         e.1 += w.slots_busy;
@@ -171,5 +171,5 @@ pub async fn render(State(state): State<AppState>) -> impl IntoResponse {
     write_gauge(&mut out, "runaii_gateway_ready_workers", "Ready workers by model.", &["model"], &rows(|v| v.0));
     write_gauge(&mut out, "runaii_gateway_worker_slots_busy", "Busy slots on ready workers, by model.", &["model"], &rows(|v| v.1));
     write_gauge(&mut out, "runaii_gateway_worker_queue_depth", "Requests queued on ready workers, by model.", &["model"], &rows(|v| v.2));
-    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], out)
+    out
 }

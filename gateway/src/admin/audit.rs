@@ -42,10 +42,7 @@ pub(super) struct AuditQuery {
     security(("admin_jwt" = [])),
     responses(
         (status = 200, description = "Changes, oldest first", body = AuditPage),
-        (status = 400, response = crate::apidoc::errors::InvalidRequest),
-        (status = 401, response = crate::apidoc::errors::AdminUnauthorized),
-        (status = 403, response = crate::apidoc::errors::AdminForbidden),
-        (status = 503, response = crate::apidoc::errors::AdminUnavailable),
+        crate::apidoc::errors::AdminQueryErrors,
     )
 )]
 pub(super) async fn list(

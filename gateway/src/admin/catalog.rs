@@ -66,9 +66,7 @@ pub struct WorkerList {
     security(("admin_jwt" = [])),
     responses(
         (status = 200, description = "Every model, enabled or not", body = CatalogList),
-        (status = 401, response = crate::apidoc::errors::AdminUnauthorized),
-        (status = 403, response = crate::apidoc::errors::AdminForbidden),
-        (status = 503, response = crate::apidoc::errors::AdminUnavailable),
+        crate::apidoc::errors::AdminErrors,
     )
 )]
 pub(super) async fn list(State(state): State<AppState>, claims: Claims) -> Result<Json<CatalogList>, ApiError> {
@@ -90,11 +88,7 @@ pub(super) async fn list(State(state): State<AppState>, claims: Claims) -> Resul
     security(("admin_jwt" = [])),
     responses(
         (status = 200, description = "The new catalog entry", body = CatalogEntry),
-        (status = 400, response = crate::apidoc::errors::InvalidRequest),
-        (status = 401, response = crate::apidoc::errors::AdminUnauthorized),
-        (status = 403, response = crate::apidoc::errors::AdminForbidden),
-        (status = 409, response = crate::apidoc::errors::AdminConflict),
-        (status = 503, response = crate::apidoc::errors::AdminUnavailable),
+        crate::apidoc::errors::AdminCreateErrors,
     )
 )]
 pub(super) async fn create(
@@ -120,12 +114,7 @@ pub(super) async fn create(
     security(("admin_jwt" = [])),
     responses(
         (status = 200, description = "The changed catalog entry", body = CatalogEntry),
-        (status = 400, response = crate::apidoc::errors::InvalidRequest),
-        (status = 401, response = crate::apidoc::errors::AdminUnauthorized),
-        (status = 403, response = crate::apidoc::errors::AdminForbidden),
-        (status = 404, response = crate::apidoc::errors::AdminNotFound),
-        (status = 409, response = crate::apidoc::errors::AdminConflict),
-        (status = 503, response = crate::apidoc::errors::AdminUnavailable),
+        crate::apidoc::errors::AdminChangeErrors,
     )
 )]
 pub(super) async fn update(
@@ -161,9 +150,7 @@ async fn probed(state: &AppState, entry: CatalogEntry) -> CatalogEntry {
     security(("admin_jwt" = [])),
     responses(
         (status = 200, description = "Live workers with their load, and configured ones that are down", body = WorkerList),
-        (status = 401, response = crate::apidoc::errors::AdminUnauthorized),
-        (status = 403, response = crate::apidoc::errors::AdminForbidden),
-        (status = 503, response = crate::apidoc::errors::AdminUnavailable),
+        crate::apidoc::errors::AdminErrors,
     )
 )]
 pub(super) async fn workers(State(state): State<AppState>, claims: Claims) -> Result<Json<WorkerList>, ApiError> {

@@ -104,11 +104,7 @@ pub(super) struct CostQuery {
     security(("admin_jwt" = [])),
     responses(
         (status = 200, description = "A page of records, or with `format=csv` every matching record", content((CostRecordPage = "application/json"), (CostRecordsCsv = "text/csv"))),
-        (status = 400, response = crate::apidoc::errors::InvalidRequest),
-        (status = 401, response = crate::apidoc::errors::AdminUnauthorized),
-        (status = 403, response = crate::apidoc::errors::AdminForbidden),
-        (status = 404, response = crate::apidoc::errors::AdminNotFound),
-        (status = 503, response = crate::apidoc::errors::AdminUnavailable),
+        crate::apidoc::errors::AdminLookupErrors,
     )
 )]
 pub(super) async fn cost_records(
@@ -188,11 +184,7 @@ pub(super) struct TotalsQuery {
     security(("admin_jwt" = [])),
     responses(
         (status = 200, description = "One entry per tenant with records that month", body = MonthlyTotalList),
-        (status = 400, response = crate::apidoc::errors::InvalidRequest),
-        (status = 401, response = crate::apidoc::errors::AdminUnauthorized),
-        (status = 403, response = crate::apidoc::errors::AdminForbidden),
-        (status = 404, response = crate::apidoc::errors::AdminNotFound),
-        (status = 503, response = crate::apidoc::errors::AdminUnavailable),
+        crate::apidoc::errors::AdminLookupErrors,
     )
 )]
 pub(super) async fn monthly_totals(
@@ -241,11 +233,7 @@ pub(super) struct LedgerQuery {
     security(("admin_jwt" = [])),
     responses(
         (status = 200, description = "Grants and charges, oldest first", body = LedgerPage),
-        (status = 400, response = crate::apidoc::errors::InvalidRequest),
-        (status = 401, response = crate::apidoc::errors::AdminUnauthorized),
-        (status = 403, response = crate::apidoc::errors::AdminForbidden),
-        (status = 404, response = crate::apidoc::errors::AdminNotFound),
-        (status = 503, response = crate::apidoc::errors::AdminUnavailable),
+        crate::apidoc::errors::AdminLookupErrors,
     )
 )]
 pub(super) async fn credit_ledger(

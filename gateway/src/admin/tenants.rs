@@ -56,9 +56,7 @@ fn actor(claims: &Claims) -> Actor<'_> {
     security(("admin_jwt" = [])),
     responses(
         (status = 200, description = "Tenants with their money", body = TenantList),
-        (status = 401, response = crate::apidoc::errors::AdminUnauthorized),
-        (status = 403, response = crate::apidoc::errors::AdminForbidden),
-        (status = 503, response = crate::apidoc::errors::AdminUnavailable),
+        crate::apidoc::errors::AdminErrors,
     )
 )]
 pub(super) async fn list(State(state): State<AppState>, claims: Claims) -> Result<Json<TenantList>, ApiError> {
@@ -78,11 +76,7 @@ pub(super) async fn list(State(state): State<AppState>, claims: Claims) -> Resul
     security(("admin_jwt" = [])),
     responses(
         (status = 200, description = "The tenant", body = Tenant),
-        (status = 400, response = crate::apidoc::errors::InvalidRequest),
-        (status = 401, response = crate::apidoc::errors::AdminUnauthorized),
-        (status = 403, response = crate::apidoc::errors::AdminForbidden),
-        (status = 404, response = crate::apidoc::errors::AdminNotFound),
-        (status = 503, response = crate::apidoc::errors::AdminUnavailable),
+        crate::apidoc::errors::AdminLookupErrors,
     )
 )]
 pub(super) async fn get(State(state): State<AppState>, claims: Claims, Path(id): Path<Uuid>) -> Result<Json<Tenant>, ApiError> {
@@ -115,11 +109,7 @@ pub(super) struct NewTenant {
     security(("admin_jwt" = [])),
     responses(
         (status = 200, description = "The new tenant", body = Tenant),
-        (status = 400, response = crate::apidoc::errors::InvalidRequest),
-        (status = 401, response = crate::apidoc::errors::AdminUnauthorized),
-        (status = 403, response = crate::apidoc::errors::AdminForbidden),
-        (status = 409, response = crate::apidoc::errors::AdminConflict),
-        (status = 503, response = crate::apidoc::errors::AdminUnavailable),
+        crate::apidoc::errors::AdminCreateErrors,
     )
 )]
 pub(super) async fn create(
@@ -154,12 +144,7 @@ pub(super) struct Grant {
     security(("admin_jwt" = [])),
     responses(
         (status = 200, description = "The balance after the grant", body = GrantResult),
-        (status = 400, response = crate::apidoc::errors::InvalidRequest),
-        (status = 401, response = crate::apidoc::errors::AdminUnauthorized),
-        (status = 403, response = crate::apidoc::errors::AdminForbidden),
-        (status = 404, response = crate::apidoc::errors::AdminNotFound),
-        (status = 409, response = crate::apidoc::errors::AdminConflict),
-        (status = 503, response = crate::apidoc::errors::AdminUnavailable),
+        crate::apidoc::errors::AdminChangeErrors,
     )
 )]
 pub(super) async fn grant(
@@ -186,11 +171,7 @@ pub(super) async fn grant(
     security(("admin_jwt" = [])),
     responses(
         (status = 200, description = "Keys without their secrets", body = KeyList),
-        (status = 400, response = crate::apidoc::errors::InvalidRequest),
-        (status = 401, response = crate::apidoc::errors::AdminUnauthorized),
-        (status = 403, response = crate::apidoc::errors::AdminForbidden),
-        (status = 404, response = crate::apidoc::errors::AdminNotFound),
-        (status = 503, response = crate::apidoc::errors::AdminUnavailable),
+        crate::apidoc::errors::AdminLookupErrors,
     )
 )]
 pub(super) async fn keys(State(state): State<AppState>, claims: Claims, Path(id): Path<Uuid>) -> Result<Json<KeyList>, ApiError> {
@@ -212,12 +193,7 @@ pub(super) async fn keys(State(state): State<AppState>, claims: Claims, Path(id)
     security(("admin_jwt" = [])),
     responses(
         (status = 200, description = "The key, with its secret in `key`: shown this once", body = CreatedKey),
-        (status = 400, response = crate::apidoc::errors::InvalidRequest),
-        (status = 401, response = crate::apidoc::errors::AdminUnauthorized),
-        (status = 403, response = crate::apidoc::errors::AdminForbidden),
-        (status = 404, response = crate::apidoc::errors::AdminNotFound),
-        (status = 409, response = crate::apidoc::errors::AdminConflict),
-        (status = 503, response = crate::apidoc::errors::AdminUnavailable),
+        crate::apidoc::errors::AdminChangeErrors,
     )
 )]
 pub(super) async fn create_key(
@@ -244,12 +220,7 @@ pub(super) async fn create_key(
     security(("admin_jwt" = [])),
     responses(
         (status = 200, description = "The key", body = KeyInfo),
-        (status = 400, response = crate::apidoc::errors::InvalidRequest),
-        (status = 401, response = crate::apidoc::errors::AdminUnauthorized),
-        (status = 403, response = crate::apidoc::errors::AdminForbidden),
-        (status = 404, response = crate::apidoc::errors::AdminNotFound),
-        (status = 409, response = crate::apidoc::errors::AdminConflict),
-        (status = 503, response = crate::apidoc::errors::AdminUnavailable),
+        crate::apidoc::errors::AdminChangeErrors,
     )
 )]
 pub(super) async fn update_key(
@@ -275,11 +246,7 @@ pub(super) async fn update_key(
     security(("admin_jwt" = [])),
     responses(
         (status = 200, description = "The revoked key (the first revocation time is kept)", body = KeyInfo),
-        (status = 400, response = crate::apidoc::errors::InvalidRequest),
-        (status = 401, response = crate::apidoc::errors::AdminUnauthorized),
-        (status = 403, response = crate::apidoc::errors::AdminForbidden),
-        (status = 404, response = crate::apidoc::errors::AdminNotFound),
-        (status = 503, response = crate::apidoc::errors::AdminUnavailable),
+        crate::apidoc::errors::AdminLookupErrors,
     )
 )]
 pub(super) async fn revoke_key(State(state): State<AppState>, claims: Claims, Path(key_id): Path<Uuid>) -> Result<Json<KeyInfo>, ApiError> {
@@ -298,11 +265,7 @@ pub(super) async fn revoke_key(State(state): State<AppState>, claims: Claims, Pa
     security(("admin_jwt" = [])),
     responses(
         (status = 200, description = "The tenant's access", body = ModelAccess),
-        (status = 400, response = crate::apidoc::errors::InvalidRequest),
-        (status = 401, response = crate::apidoc::errors::AdminUnauthorized),
-        (status = 403, response = crate::apidoc::errors::AdminForbidden),
-        (status = 404, response = crate::apidoc::errors::AdminNotFound),
-        (status = 503, response = crate::apidoc::errors::AdminUnavailable),
+        crate::apidoc::errors::AdminLookupErrors,
     )
 )]
 pub(super) async fn allow_model(
@@ -324,11 +287,7 @@ pub(super) async fn allow_model(
     security(("admin_jwt" = [])),
     responses(
         (status = 200, description = "The tenant's access", body = ModelAccess),
-        (status = 400, response = crate::apidoc::errors::InvalidRequest),
-        (status = 401, response = crate::apidoc::errors::AdminUnauthorized),
-        (status = 403, response = crate::apidoc::errors::AdminForbidden),
-        (status = 404, response = crate::apidoc::errors::AdminNotFound),
-        (status = 503, response = crate::apidoc::errors::AdminUnavailable),
+        crate::apidoc::errors::AdminLookupErrors,
     )
 )]
 pub(super) async fn deny_model(

@@ -1,9 +1,10 @@
 //! The error answers, one reusable response per status and dialect: OpenAI's shape (`ErrorBody`) on the
 //! OpenAI routes and the admin API, Anthropic's (`AnthropicError`) on `/v1/messages`, which rewrites
-//! every gateway error on the way out. Each description lists the `code`s that status carries.
+//! every gateway error on the way out. Each description lists the `code`s that status carries. The sets
+//! at the end are what a kind of route can answer; each route names its set once in `responses(...)`.
 
 use runaii_wire::ErrorBody;
-use utoipa::ToResponse;
+use utoipa::{IntoResponses, ToResponse};
 
 use super::messages::AnthropicError;
 
@@ -99,4 +100,52 @@ error_responses! {
     AdminConflict(ErrorBody);
     /// `admin_api_disabled` (no JWT secret or public key is configured) or `ledger_unavailable`.
     AdminUnavailable(ErrorBody) [("retry-after" = String, description = "Seconds to wait: `1`")];
+}
+
+/// A named set of the reusable responses above, by status, for a route's `responses(...)`.
+macro_rules! error_sets {
+    ($($(#[doc = $doc:literal])* $set:ident { $($status:tt => $response:ident),* $(,)? })*) => {
+        $(
+            $(#[doc = $doc])*
+            #[derive(IntoResponses)]
+            pub enum $set {
+                $(#[response(status = $status)] $response(#[ref_response] $response),)*
+            }
+        )*
+    };
+}
+
+error_sets! {
+    /// What the OpenAI inference routes answer besides their answer.
+    InferenceErrors {
+        400 => BadRequest, 401 => Unauthorized, 402 => PaymentRequired, 404 => NotFound,
+        409 => IdempotencyInProgress, 413 => PayloadTooLarge, 422 => IdempotencyKeyReused,
+        429 => RateLimited, 502 => BadGateway, 503 => Unavailable,
+    }
+    /// What `/v1/messages` answers besides its answer, in Anthropic's shape.
+    MessagesErrors {
+        400 => MessagesBadRequest, 401 => MessagesUnauthorized, 402 => MessagesPaymentRequired,
+        404 => MessagesNotFound, 409 => MessagesIdempotencyInProgress, 413 => MessagesPayloadTooLarge,
+        422 => MessagesIdempotencyKeyReused, 429 => MessagesRateLimited, 502 => MessagesBadGateway,
+        503 => MessagesUnavailable,
+    }
+    /// An admin route that reads no path or query: only the token and the database can fail it.
+    AdminErrors { 401 => AdminUnauthorized, 403 => AdminForbidden, 503 => AdminUnavailable }
+    /// An admin route that reads a query or a body but names nothing that must exist.
+    AdminQueryErrors { 400 => InvalidRequest, 401 => AdminUnauthorized, 403 => AdminForbidden, 503 => AdminUnavailable }
+    /// An admin route that reads or changes one tenant, key or model named in its path.
+    AdminLookupErrors {
+        400 => InvalidRequest, 401 => AdminUnauthorized, 403 => AdminForbidden, 404 => AdminNotFound,
+        503 => AdminUnavailable,
+    }
+    /// An admin route that creates what may exist already.
+    AdminCreateErrors {
+        400 => InvalidRequest, 401 => AdminUnauthorized, 403 => AdminForbidden, 409 => AdminConflict,
+        503 => AdminUnavailable,
+    }
+    /// An admin route that changes what its path names, under rules the change may break.
+    AdminChangeErrors {
+        400 => InvalidRequest, 401 => AdminUnauthorized, 403 => AdminForbidden, 404 => AdminNotFound,
+        409 => AdminConflict, 503 => AdminUnavailable,
+    }
 }

@@ -7,9 +7,6 @@ use axum::http::header::{CACHE_CONTROL, CONTENT_TYPE};
 use axum::response::{IntoResponse, Response};
 use sha2::{Digest, Sha256};
 
-use super::error::ConsoleError;
-use crate::extract::Path;
-
 pub(crate) struct Asset {
     /// `/console/assets/<stem>.<hash>.<ext>`
     pub url: String,
@@ -27,12 +24,10 @@ pub(crate) static CSS: LazyLock<Asset> =
 pub(crate) static JS: LazyLock<Asset> =
     LazyLock::new(|| asset("console", "js", "text/javascript; charset=utf-8", include_str!("static/console.js")));
 
-/// `GET /console/assets/{name}`.
-///
-/// # Errors
-/// 404 for any other name (an old hash included).
-pub(crate) async fn serve(Path(name): Path<String>) -> Result<Response, ConsoleError> {
-    let asset = [&*CSS, &*JS].into_iter().find(|a| a.url.rsplit('/').next() == Some(name.as_str())).ok_or(ConsoleError::NotFound(name))?;
+/// The answer for the asset file `name` (`<stem>.<hash>.<ext>`); `None` for any other name, an old
+/// hash included. (The 404 page is the caller's: this module sits below the pages it styles.)
+pub(crate) fn answer(name: &str) -> Option<Response> {
+    let asset = [&*CSS, &*JS].into_iter().find(|a| a.url.rsplit('/').next() == Some(name))?;
     let headers = [(CONTENT_TYPE, asset.content_type), (CACHE_CONTROL, "public, max-age=31536000, immutable")];
-    Ok((headers, asset.body).into_response())
+    Some((headers, asset.body).into_response())
 }

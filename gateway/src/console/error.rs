@@ -1,10 +1,9 @@
 //! The console's errors: what a person is shown when something fails, with the HTTP status that goes
-//! with it. A page that fails inside a signed-in session is drawn in the page layout (see
-//! [`super::ui::layout`]); this `IntoResponse` is for the rest (a missing session, a bad form).
+//! with it. How one becomes a page is the layout's business (`ui/layout.rs`): a page that fails inside a
+//! signed-in session is drawn in the session's layout, the rest (a missing session, a bad form) on a bare
+//! page. This module draws nothing, so everything above it may use it.
 
-use axum::http::{header, StatusCode};
-use axum::response::{IntoResponse, Response};
-use maud::html;
+use axum::http::StatusCode;
 
 use crate::error::ApiError;
 
@@ -85,23 +84,5 @@ impl From<ApiError> for ConsoleError {
 impl From<sqlx::Error> for ConsoleError {
     fn from(e: sqlx::Error) -> Self {
         ApiError::from(e).into()
-    }
-}
-
-impl IntoResponse for ConsoleError {
-    fn into_response(self) -> Response {
-        if let Self::SignedOut(ended) = self {
-            let to = format!("/console/sign-in?ended={}", ended.word());
-            return (StatusCode::SEE_OTHER, [(header::LOCATION, to)]).into_response();
-        }
-        let status = self.status();
-        let page = super::ui::layout::bare(
-            "Error",
-            html! {
-                div.notice.error role="alert" { (self.message()) }
-                p { a href="/console" { "Back to the console" } }
-            },
-        );
-        (status, page).into_response()
     }
 }

@@ -43,13 +43,18 @@ pub(crate) struct Console {
 }
 
 /// Every console route, with the console's headers; merged into the gateway's router.
+/// `GET /console/assets/{name}`: the stylesheet or the script, or the console's 404 page.
+async fn asset(crate::extract::Path(name): crate::extract::Path<String>) -> Result<axum::response::Response, ConsoleError> {
+    assets::answer(&name).ok_or(ConsoleError::NotFound(name))
+}
+
 pub fn router(state: &AppState) -> Router<AppState> {
     let console =
         Console { app: state.clone(), admin: AdminApi::new(state), sessions: Arc::new(Sessions::new(state.settings.redis_url.clone())) };
     Router::new()
         .route("/console", get(sign_in::home))
         .route("/console/", get(sign_in::home))
-        .route("/console/assets/{name}", get(assets::serve))
+        .route("/console/assets/{name}", get(asset))
         .route("/console/sign-in", get(sign_in::form).post(sign_in::submit))
         .route("/console/sign-out", post(sign_in::sign_out))
         .route("/console/nothing", get(nothing))

@@ -28,16 +28,7 @@ structured output (`output_config.format`). Errors come in Anthropic's shape.",
                 (crate::apidoc::streams::MessagesSse = "text/event-stream"),
             ),
             headers(("idempotent-replayed" = String, description = "`true` on an answer replayed for a repeated `Idempotency-Key`"))),
-        (status = 400, response = crate::apidoc::errors::MessagesBadRequest),
-        (status = 401, response = crate::apidoc::errors::MessagesUnauthorized),
-        (status = 402, response = crate::apidoc::errors::MessagesPaymentRequired),
-        (status = 404, response = crate::apidoc::errors::MessagesNotFound),
-        (status = 409, response = crate::apidoc::errors::MessagesIdempotencyInProgress),
-        (status = 413, response = crate::apidoc::errors::MessagesPayloadTooLarge),
-        (status = 422, response = crate::apidoc::errors::MessagesIdempotencyKeyReused),
-        (status = 429, response = crate::apidoc::errors::MessagesRateLimited),
-        (status = 502, response = crate::apidoc::errors::MessagesBadGateway),
-        (status = 503, response = crate::apidoc::errors::MessagesUnavailable),
+        crate::apidoc::errors::MessagesErrors,
     )
 )]
 pub(super) async fn create(

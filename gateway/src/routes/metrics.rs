@@ -3,6 +3,7 @@
 //! scrapes the private listener (`RUNAII_METRICS_ADDR`) instead, or sends an admin JWT.
 
 use axum::extract::State;
+use axum::http::header;
 use axum::response::{IntoResponse, Response};
 
 use crate::auth::staff::{Claims, Role};
@@ -22,14 +23,19 @@ private listener `RUNAII_METRICS_ADDR`, when one is configured.",
     security(("admin_jwt" = [])),
     responses(
         (status = 200, description = "Prometheus text exposition", body = String, content_type = "text/plain"),
-        (status = 401, response = crate::apidoc::errors::AdminUnauthorized),
-        (status = 403, response = crate::apidoc::errors::AdminForbidden),
-        (status = 503, response = crate::apidoc::errors::AdminUnavailable),
+        crate::apidoc::errors::AdminErrors,
     )
 )]
 pub(super) async fn scrape(State(state): State<AppState>, claims: Claims) -> Result<Response, ApiError> {
     if claims.require_unconfined(Role::Ops).is_err() {
         claims.require_unconfined(Role::Finance)?;
     }
-    Ok(crate::metrics::render(State(state)).await.into_response())
+    Ok(render(State(state)).await)
+}
+
+/// The exposition with the worker registry's view as this replica has it; also the private listener's
+/// `/metrics`.
+pub(super) async fn render(State(state): State<AppState>) -> Response {
+    let text = crate::metrics::exposition(&state.registry.all_ready().await);
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
 }

@@ -51,7 +51,7 @@ pub fn router(state: AppState, service: Router<AppState>) -> Router {
 /// Prometheus and probes on the cluster network. Never expose it through the public load balancer.
 pub fn private_router(state: AppState) -> Router {
     Router::new()
-        .route("/metrics", get(crate::metrics::render))
+        .route("/metrics", get(metrics::render))
         .route("/health", get(|| async { "ok" }))
         .fallback(|| async { ApiError::NoRoute })
         .with_state(state)

@@ -28,16 +28,7 @@ is stored, so `previous_response_id` is refused; `text.format` carries structure
                 (crate::apidoc::streams::ResponsesSse = "text/event-stream"),
             ),
             headers(("idempotent-replayed" = String, description = "`true` on an answer replayed for a repeated `Idempotency-Key`"))),
-        (status = 400, response = crate::apidoc::errors::BadRequest),
-        (status = 401, response = crate::apidoc::errors::Unauthorized),
-        (status = 402, response = crate::apidoc::errors::PaymentRequired),
-        (status = 404, response = crate::apidoc::errors::NotFound),
-        (status = 409, response = crate::apidoc::errors::IdempotencyInProgress),
-        (status = 413, response = crate::apidoc::errors::PayloadTooLarge),
-        (status = 422, response = crate::apidoc::errors::IdempotencyKeyReused),
-        (status = 429, response = crate::apidoc::errors::RateLimited),
-        (status = 502, response = crate::apidoc::errors::BadGateway),
-        (status = 503, response = crate::apidoc::errors::Unavailable),
+        crate::apidoc::errors::InferenceErrors,
     )
 )]
 pub(super) async fn create(

@@ -1,7 +1,5 @@
 //! `POST /v1/chat/completions`.
 
-use std::time::{SystemTime, UNIX_EPOCH};
-
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::State;
@@ -9,23 +7,14 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use runaii_wire::cache_scope::{self, CacheScope};
-use runaii_wire::{AssistantMessage, ChatCompletion, ChatCompletionRequest, Choice, FunctionCall, ToolCall};
+use runaii_wire::{AssistantMessage, ChatCompletion, ChatCompletionRequest, Choice};
 use tracing::Instrument as _;
 
+use super::shape::{tool_call, ResponseMeta};
 use super::{stream, ApiError, AppState};
 use crate::completion::{self, answer};
 use crate::engine::Event;
-use crate::tools::parse::Call;
 use crate::tools::ToolRequest;
-
-/// A call as OpenAI answers it, with a fresh id.
-pub(super) fn tool_call(call: Call) -> ToolCall {
-    ToolCall {
-        id: format!("call_{}", uuid::Uuid::now_v7().simple()),
-        kind: "function".into(),
-        function: FunctionCall { name: call.name, arguments: call.arguments },
-    }
-}
 
 pub(super) async fn create(State(state): State<AppState>, headers: HeaderMap, body: Result<Bytes, BytesRejection>) -> Response {
     let outcome = handle(&state, &headers, body).await;
@@ -71,25 +60,6 @@ async fn handle(state: &AppState, headers: &HeaderMap, body: Result<Bytes, Bytes
         return Ok(generation.in_scope(|| stream::respond(meta, events, validator, tools, include_usage, prepared_prompt_tokens)));
     }
     collect(meta, events, validator, tools).instrument(generation).await.map(|c| Json(c).into_response())
-}
-
-/// Identity shared by every chunk or the single body of one answer.
-#[derive(Debug, Clone)]
-pub(super) struct ResponseMeta {
-    pub id: String,
-    pub created: i64,
-    pub model: String,
-}
-
-impl ResponseMeta {
-    fn new(model: &str) -> Self {
-        let created = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
-        Self {
-            id: format!("chatcmpl-{}", uuid::Uuid::now_v7().simple()),
-            created: i64::try_from(created).unwrap_or(0),
-            model: model.to_owned(),
-        }
-    }
 }
 
 /// Waits for the whole answer. If the client goes away this future is dropped, which closes the event

@@ -4,6 +4,7 @@ mod auth;
 mod chat;
 mod health;
 mod metrics;
+mod shape;
 mod stream;
 
 use std::sync::{Arc, OnceLock};

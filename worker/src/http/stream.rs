@@ -15,7 +15,7 @@ use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tracing::Instrument as _;
 
-use super::chat::ResponseMeta;
+use super::shape::{tool_call, ResponseMeta};
 use super::ApiError;
 use crate::completion::answer;
 use crate::constraint::OutputValidator;
@@ -98,7 +98,7 @@ impl ToolState {
                 Piece::Call(call) => {
                     let index = self.calls;
                     self.calls += 1;
-                    let call = super::chat::tool_call(call);
+                    let call = tool_call(call);
                     let head = json!({"index": index, "id": call.id, "type": "function", "function": {"name": call.function.name, "arguments": ""}});
                     let args = json!({"index": index, "function": {"arguments": call.function.arguments}});
                     out.push(Delta { tool_calls: Some(vec![head]), ..Delta::default() });

@@ -2,7 +2,7 @@
 //! credential opens), who is signed in, and sign-out. The API decides what is allowed; the navigation
 //! only avoids offering what it would refuse.
 
-use axum::http::StatusCode;
+use axum::http::{header, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
 use maud::{html, Markup, DOCTYPE};
 
@@ -180,4 +180,24 @@ pub(crate) fn bare(title: &str, body: Markup) -> Html<String> {
         }
     };
     Html(markup.into_string())
+}
+
+/// A console error as an answer of its own: to the sign-in page for a session that ended, else a bare page
+/// with the message and the error's status.
+impl IntoResponse for ConsoleError {
+    fn into_response(self) -> Response {
+        if let Self::SignedOut(ended) = self {
+            let to = format!("/console/sign-in?ended={}", ended.word());
+            return (StatusCode::SEE_OTHER, [(header::LOCATION, to)]).into_response();
+        }
+        let status = self.status();
+        let page = bare(
+            "Error",
+            html! {
+                div.notice.error role="alert" { (self.message()) }
+                p { a href="/console" { "Back to the console" } }
+            },
+        );
+        (status, page).into_response()
+    }
 }
