@@ -42,12 +42,12 @@ pub(crate) struct Console {
     sessions: Arc<Sessions>,
 }
 
-/// Every console route, with the console's headers; merged into the gateway's router.
 /// `GET /console/assets/{name}`: the stylesheet or the script, or the console's 404 page.
 async fn asset(crate::extract::Path(name): crate::extract::Path<String>) -> Result<axum::response::Response, ConsoleError> {
     assets::answer(&name).ok_or(ConsoleError::NotFound(name))
 }
 
+/// Every console route, with the console's headers; merged into the gateway's router.
 pub fn router(state: &AppState) -> Router<AppState> {
     let console =
         Console { app: state.clone(), admin: AdminApi::new(state), sessions: Arc::new(Sessions::new(state.settings.redis_url.clone())) };
