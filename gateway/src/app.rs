@@ -66,7 +66,12 @@ impl Application {
         ));
         let (db, replica_id) = (self.state.db.clone(), self.state.replica_id);
         let (stop_heartbeat, stopped) = tokio::sync::oneshot::channel();
-        let heartbeat = tokio::spawn(replica_heartbeat(db.clone(), replica_id, self.state.settings.limits.clone(), stopped));
+        let heartbeat = tokio::spawn(replica_heartbeat(
+            db.clone(),
+            (replica_id, std::sync::Arc::clone(&self.state.leases)),
+            self.state.settings.limits.clone(),
+            stopped,
+        ));
         if let Some(listener) = self.metrics_listener {
             let private = routes::private_router(self.state.clone());
             tokio::spawn(async move {
@@ -139,9 +144,12 @@ async fn housekeeping(db: sqlx::PgPool, limits: crate::config::LimitArgs, leases
 /// Every `--replica-heartbeat-ms`: refresh this replica's row, and release the credit holds of replicas
 /// silent for `--replica-timeout-ms` (a killed gateway's requests will never settle). Every replica runs
 /// it; the statement is safe to run concurrently. Ends when `stop` fires (graceful shutdown).
+///
+/// A row found gone means the others presumed this replica dead and released its leases: its slices are
+/// forgotten, so nothing more is held against credit it no longer has.
 async fn replica_heartbeat(
     db: sqlx::PgPool,
-    replica: uuid::Uuid,
+    (replica, leases): (uuid::Uuid, std::sync::Arc<crate::billing::leases::Leases>),
     limits: crate::config::LimitArgs,
     mut stop: tokio::sync::oneshot::Receiver<()>,
 ) {
@@ -153,8 +161,15 @@ async fn replica_heartbeat(
             _ = &mut stop => return,
             _ = tick.tick() => {}
         }
-        if let Err(e) = crate::db::replicas::heartbeat(&db, replica).await {
-            tracing::warn!(error = %e, "replica heartbeat not written");
+        match crate::db::replicas::heartbeat(&db, replica).await {
+            Ok(false) => {}
+            Ok(true) => {
+                tracing::warn!("this replica was presumed dead and its credit leases released; forgetting them");
+                if let Err(e) = leases.forget().await {
+                    tracing::warn!(error = %e, "credit leases not given back after a presumed death");
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "replica heartbeat not written"),
         }
         match crate::db::replicas::release_orphaned_holds(&db, timeout_ms).await {
             Ok(0) => {}

@@ -38,6 +38,8 @@ pub struct Metrics {
     pub ledger_records: Counters<u64>,
     /// Credit holds by kind: `lease` (in memory, against this replica's lease) or `exact` (a round trip).
     pub credit_holds: Counters<u64>,
+    /// Credit lease top-ups by outcome: `taken`, `none` (too little available), `failed`.
+    pub credit_lease_top_ups: Counters<u64>,
     /// Requests by how their worker was chosen: `preferred` (the one most likely to hold the prompt's
     /// prefix), `busy_fallback` (that one was full: the least loaded), `none` (no ready worker).
     pub routing: Counters<u64>,
@@ -61,6 +63,7 @@ pub fn global() -> &'static Metrics {
         ledger_commits: Counters::new(&["kind"]),
         ledger_records: Counters::new(&["kind"]),
         credit_holds: Counters::new(&["kind"]),
+        credit_lease_top_ups: Counters::new(&["outcome"]),
         routing: Counters::new(&["choice"]),
     })
 }
@@ -153,6 +156,16 @@ pub fn exposition(workers: &[WorkerStatus]) -> String {
         &mut out,
         "runaii_gateway_ledger_records_total",
         "Cost records written by the ledger writer, by kind of transaction.",
+    );
+    m.credit_holds.write(
+        &mut out,
+        "runaii_gateway_credit_holds_total",
+        "Credit holds by kind (lease: in memory, against this replica's lease; exact: a hold row, one transaction).",
+    );
+    m.credit_lease_top_ups.write(
+        &mut out,
+        "runaii_gateway_credit_lease_top_ups_total",
+        "Credit lease top-ups (one transaction each) by outcome (taken, none: too little available, failed).",
     );
     m.routing.write(
         &mut out,

@@ -107,9 +107,10 @@ impl Ledger {
             http_status,
             error_code,
             latency_ms: u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX),
+            // A request held in a forgotten epoch has no lease any more: it settles as unheld.
             leased: match self.held {
-                Held::Leased(worst) => Some(Leased { replica: self.replica, worst }),
-                Held::Exact => None,
+                Held::Leased { worst, epoch } if self.leases.holds(epoch) => Some(Leased { replica: self.replica, worst }),
+                Held::Leased { .. } | Held::Exact => None,
             },
         };
         let span = tracing::info_span!("cost record", status = record.status);
@@ -119,8 +120,8 @@ impl Ledger {
             tracing::error!(request_id = %self.request_id, error = %e, "cost record not written");
             ApiError::LedgerUnavailable
         })?;
-        if let Held::Leased(worst) = self.held {
-            self.leases.settled(self.caller.tenant_id, worst, settled.charged.min(worst));
+        if let Some(leased) = record.leased {
+            self.leases.settled(self.caller.tenant_id, self.held, settled.charged.min(leased.worst));
         }
         if !settled.shortfall.is_zero() {
             // The hold was meant to be the worst case: a shortfall means the bound missed something.

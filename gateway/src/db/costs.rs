@@ -54,7 +54,10 @@ pub struct Settled {
 /// charged in the order given, each against what the previous ones left.
 ///
 /// A request held against a replica's lease (`leased`) is charged out of its worst case there. What it is
-/// charged, up to that worst case, leaves the lease with it.
+/// charged, up to that worst case, leaves the lease with it; a lease released meanwhile (its replica was
+/// presumed dead) holds nothing, and the request is charged from what is available. The usual group —
+/// every record leased by one replica and within its worst case — goes through `runaii_settle_leased`
+/// (migration `20261209090000`), which skips the reads the general function needs.
 ///
 /// Locks are taken in the order every other writer takes them (hold rows, then tenant rows by id, then
 /// lease rows), so a concurrent release of stale holds waits; it never deadlocks.
@@ -64,31 +67,113 @@ pub struct Settled {
 /// of the group is written.
 #[tracing::instrument(name = "ledger commit", skip_all, fields(records = records.len()))]
 pub async fn settle(db: &PgPool, records: &[CostRecord]) -> Result<Vec<Settled>, sqlx::Error> {
-    let int = |f: &dyn Fn(&CostRecord) -> i32| records.iter().map(f).collect::<Vec<i32>>();
-    let text = |f: &dyn Fn(&CostRecord) -> &str| records.iter().map(f).collect::<Vec<&str>>();
-    let request_ids = text(&|r| r.request_id.as_str());
-    let models = text(&|r| r.model.as_str());
-    let endpoints = text(&|r| r.endpoint);
-    let statuses = text(&|r| r.status);
-    let error_codes: Vec<Option<&str>> = records.iter().map(|r| r.error_code.as_deref()).collect();
+    if let Some(replica) = within_one_lease(records) {
+        match settle_leased(db, records, replica).await {
+            Ok(settled) => return Ok(settled),
+            // The lease could not give what was charged (released meanwhile), or the group failed for
+            // another reason: the general function settles it, or reports the group's error.
+            Err(e) => tracing::debug!(error = %e, "leased settlement refused; settling the group in full"),
+        }
+    }
+    settle_any(db, records).await
+}
+
+/// The replica when every record is held against its lease and costs no more than its worst case: each
+/// is then charged its whole cost, and `runaii_settle_leased` settles the group with less work.
+fn within_one_lease(records: &[CostRecord]) -> Option<Uuid> {
+    let replica = records.first()?.leased?.replica;
+    records.iter().all(|r| r.leased.is_some_and(|l| l.replica == replica && r.cost <= l.worst)).then_some(replica)
+}
+
+/// A group of [`within_one_lease`]: every record charged its cost, with no shortfall.
+async fn settle_leased(db: &PgPool, records: &[CostRecord], replica: Uuid) -> Result<Vec<Settled>, sqlx::Error> {
+    let columns = Columns::of(records);
+    let settled = sqlx::query_scalar!(
+        r#"SELECT runaii_settle_leased($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) AS "settled!""#,
+        &columns.request_ids as &[&str],
+        &columns.tenant_ids,
+        &columns.api_key_ids,
+        &columns.models as &[&str],
+        &columns.endpoints as &[&str],
+        &columns.input_tokens,
+        &columns.output_tokens,
+        &columns.costs,
+        &columns.statuses as &[&str],
+        &columns.http_statuses,
+        &columns.error_codes as &[Option<&str>],
+        &columns.latencies_ms,
+        &columns.cached_tokens,
+        replica,
+    )
+    .fetch_one(db)
+    .await?;
+    if usize::try_from(settled).ok() != Some(records.len()) {
+        return Err(sqlx::Error::Protocol(format!("runaii_settle_leased settled {settled} of {} records", records.len())));
+    }
+    Ok(records.iter().map(|r| Settled { charged: r.cost, shortfall: Decimal::ZERO }).collect())
+}
+
+/// A group's records as the settling functions take them: one array per column.
+struct Columns<'a> {
+    request_ids: Vec<&'a str>,
+    tenant_ids: Vec<Uuid>,
+    api_key_ids: Vec<Uuid>,
+    models: Vec<&'a str>,
+    endpoints: Vec<&'a str>,
+    input_tokens: Vec<i32>,
+    output_tokens: Vec<i32>,
+    costs: Vec<Decimal>,
+    statuses: Vec<&'a str>,
+    http_statuses: Vec<i32>,
+    error_codes: Vec<Option<&'a str>>,
+    latencies_ms: Vec<i32>,
+    cached_tokens: Vec<i32>,
+}
+
+impl<'a> Columns<'a> {
+    fn of(records: &'a [CostRecord]) -> Self {
+        let int = |f: &dyn Fn(&CostRecord) -> i32| records.iter().map(f).collect::<Vec<i32>>();
+        let text = |f: &dyn Fn(&'a CostRecord) -> &'a str| records.iter().map(f).collect::<Vec<&str>>();
+        let clamp = |n: u64| i32::try_from(n).unwrap_or(i32::MAX);
+        Self {
+            request_ids: text(&|r| r.request_id.as_str()),
+            tenant_ids: records.iter().map(|r| r.tenant_id).collect(),
+            api_key_ids: records.iter().map(|r| r.api_key_id).collect(),
+            models: text(&|r| r.model.as_str()),
+            endpoints: text(&|r| r.endpoint),
+            input_tokens: int(&|r| clamp(r.input_tokens.into())),
+            output_tokens: int(&|r| clamp(r.output_tokens.into())),
+            costs: records.iter().map(|r| r.cost).collect(),
+            statuses: text(&|r| r.status),
+            http_statuses: int(&|r| i32::from(r.http_status)),
+            error_codes: records.iter().map(|r| r.error_code.as_deref()).collect(),
+            latencies_ms: int(&|r| clamp(r.latency_ms)),
+            cached_tokens: int(&|r| clamp(r.cached_tokens.min(r.input_tokens).into())),
+        }
+    }
+}
+
+/// Any group, through `runaii_settle`: exact holds, leased records above their worst case, leases gone.
+async fn settle_any(db: &PgPool, records: &[CostRecord]) -> Result<Vec<Settled>, sqlx::Error> {
+    let columns = Columns::of(records);
     // `as &[&str]`: the macros match a `text[]` parameter against `&[String]` only, and a cast opts a
     // parameter out of that match (the slice of `&str` encodes the same; the statement is still checked).
     let rows = sqlx::query!(
         r#"SELECT ord AS "ord!", charged AS "charged!", shortfall AS "shortfall!"
            FROM runaii_settle($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)"#,
-        &request_ids as &[&str],
-        &records.iter().map(|r| r.tenant_id).collect::<Vec<_>>(),
-        &records.iter().map(|r| r.api_key_id).collect::<Vec<_>>(),
-        &models as &[&str],
-        &endpoints as &[&str],
-        &int(&|r| i32::try_from(r.input_tokens).unwrap_or(i32::MAX)),
-        &int(&|r| i32::try_from(r.output_tokens).unwrap_or(i32::MAX)),
-        &records.iter().map(|r| r.cost).collect::<Vec<_>>(),
-        &statuses as &[&str],
-        &int(&|r| i32::from(r.http_status)),
-        &error_codes as &[Option<&str>],
-        &int(&|r| i32::try_from(r.latency_ms).unwrap_or(i32::MAX)),
-        &int(&|r| i32::try_from(r.cached_tokens.min(r.input_tokens)).unwrap_or(i32::MAX)),
+        &columns.request_ids as &[&str],
+        &columns.tenant_ids,
+        &columns.api_key_ids,
+        &columns.models as &[&str],
+        &columns.endpoints as &[&str],
+        &columns.input_tokens,
+        &columns.output_tokens,
+        &columns.costs,
+        &columns.statuses as &[&str],
+        &columns.http_statuses,
+        &columns.error_codes as &[Option<&str>],
+        &columns.latencies_ms,
+        &columns.cached_tokens,
         &records.iter().map(|r| r.leased.map(|l| l.replica)).collect::<Vec<_>>() as &[Option<Uuid>],
         &records.iter().map(|r| r.leased.map(|l| l.worst)).collect::<Vec<_>>() as &[Option<Decimal>],
     )

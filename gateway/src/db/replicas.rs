@@ -5,15 +5,21 @@
 use sqlx::PgPool;
 use uuid::Uuid;
 
-/// Writes (or, after the replica was presumed dead, writes again) the replica's row, fresh now.
+/// Writes (or, after the replica was presumed dead, writes again) the replica's row, fresh now. True when
+/// the row was written anew: at the replica's start, or because the others had presumed it dead and
+/// released its holds and leases.
 ///
 /// # Errors
 /// Database errors.
-pub async fn heartbeat(db: &PgPool, replica: Uuid) -> Result<(), sqlx::Error> {
-    sqlx::query!("INSERT INTO gateway_replicas (id) VALUES ($1) ON CONFLICT (id) DO UPDATE SET last_seen = now()", replica)
-        .execute(db)
-        .await?;
-    Ok(())
+pub async fn heartbeat(db: &PgPool, replica: Uuid) -> Result<bool, sqlx::Error> {
+    // `xmax` is 0 on a row this statement inserted, and this transaction's id on one it updated.
+    sqlx::query_scalar!(
+        r#"INSERT INTO gateway_replicas (id) VALUES ($1) ON CONFLICT (id) DO UPDATE SET last_seen = now()
+           RETURNING (xmax = 0) AS "inserted!""#,
+        replica
+    )
+    .fetch_one(db)
+    .await
 }
 
 /// Removes the replica's row at graceful shutdown, once its requests have settled.

@@ -83,9 +83,9 @@ pub async fn prepare(
 async fn hold_worst_case(state: &AppState, caller: &Caller, model: &ModelRow, body: &Value, request_id: &str) -> Result<Held, ApiError> {
     let worst = worst_case_cost(model, body);
     let holds = &crate::metrics::global().credit_holds;
-    if state.leases.try_hold(caller.tenant_id, worst) {
+    if let Some(held) = state.leases.try_hold(caller.tenant_id, worst) {
         holds.add(&["lease"], 1);
-        return Ok(Held::Leased(worst));
+        return Ok(held);
     }
     if credits::hold(&state.db, caller.tenant_id, request_id, worst, state.replica_id).await? {
         holds.add(&["exact"], 1);
