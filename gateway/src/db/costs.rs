@@ -4,7 +4,7 @@
 //! transaction per group.
 
 use rust_decimal::Decimal;
-use sqlx::PgPool;
+use sqlx::{PgConnection, PgPool};
 use uuid::Uuid;
 
 #[derive(Debug, Clone)]
@@ -65,10 +65,19 @@ pub struct Settled {
 /// # Errors
 /// Database errors, including a second record for the same request id (unique violation): then nothing
 /// of the group is written.
-#[tracing::instrument(name = "ledger commit", skip_all, fields(records = records.len()))]
 pub async fn settle(db: &PgPool, records: &[CostRecord]) -> Result<Vec<Settled>, sqlx::Error> {
+    settle_on(&mut *db.acquire().await?, records).await
+}
+
+/// As [`settle`], on a connection the caller holds (the ledger writer keeps one: no pool checkout and
+/// no liveness round trip per group).
+///
+/// # Errors
+/// As [`settle`].
+#[tracing::instrument(name = "ledger commit", skip_all, fields(records = records.len()))]
+pub async fn settle_on(db: &mut PgConnection, records: &[CostRecord]) -> Result<Vec<Settled>, sqlx::Error> {
     if let Some(replica) = within_one_lease(records) {
-        match settle_leased(db, records, replica).await {
+        match settle_leased(&mut *db, records, replica).await {
             Ok(settled) => return Ok(settled),
             // The lease could not give what was charged (released meanwhile), or the group failed for
             // another reason: the general function settles it, or reports the group's error.
@@ -86,7 +95,7 @@ fn within_one_lease(records: &[CostRecord]) -> Option<Uuid> {
 }
 
 /// A group of [`within_one_lease`]: every record charged its cost, with no shortfall.
-async fn settle_leased(db: &PgPool, records: &[CostRecord], replica: Uuid) -> Result<Vec<Settled>, sqlx::Error> {
+async fn settle_leased(db: &mut PgConnection, records: &[CostRecord], replica: Uuid) -> Result<Vec<Settled>, sqlx::Error> {
     let columns = Columns::of(records);
     let settled = sqlx::query_scalar!(
         r#"SELECT runaii_settle_leased($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) AS "settled!""#,
@@ -154,7 +163,7 @@ impl<'a> Columns<'a> {
 }
 
 /// Any group, through `runaii_settle`: exact holds, leased records above their worst case, leases gone.
-async fn settle_any(db: &PgPool, records: &[CostRecord]) -> Result<Vec<Settled>, sqlx::Error> {
+async fn settle_any(db: &mut PgConnection, records: &[CostRecord]) -> Result<Vec<Settled>, sqlx::Error> {
     let columns = Columns::of(records);
     // `as &[&str]`: the macros match a `text[]` parameter against `&[String]` only, and a cast opts a
     // parameter out of that match (the slice of `&str` encodes the same; the statement is still checked).
