@@ -33,19 +33,8 @@ async fn money(db: &PgPool, tenant: Uuid) -> (Decimal, Decimal, Decimal) {
 #[tokio::test]
 async fn a_lease_holds_without_a_round_trip_and_its_charges_reconcile() {
     let app = spawn_app().await;
-    let tenant = common::grant(&app.db, "leaseholder", "1").await;
-    let key: Uuid = sqlx::query_scalar("SELECT id FROM api_keys LIMIT 1").fetch_one(&app.db).await.unwrap();
-    let replica = Uuid::now_v7();
-    runaii_gateway::db::replicas::heartbeat(&app.db, replica).await.unwrap();
-    let leases = Arc::new(Leases::new(app.db.clone(), replica));
+    let (tenant, key, replica, leases) = leased_tenant(&app, "leaseholder").await;
     let worst = d("0.001");
-
-    assert!(leases.try_hold(tenant, worst).is_none(), "no lease yet: the first request holds exactly while one is taken");
-    let started = Instant::now();
-    while money(&app.db, tenant).await.2.is_zero() {
-        assert!(started.elapsed() < Duration::from_secs(5), "no lease taken");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
     // Sized for 64 such requests, within a quarter of what was available.
     assert_eq!(money(&app.db, tenant).await, (d("1"), d("0.064"), d("0.064")));
 
@@ -54,22 +43,7 @@ async fn a_lease_holds_without_a_round_trip_and_its_charges_reconcile() {
     }
     assert_eq!(money(&app.db, tenant).await, (d("1"), d("0.064"), d("0.064")), "holding wrote nothing");
 
-    let record = |i: usize, cost: &str| CostRecord {
-        request_id: format!("leased-{i}"),
-        tenant_id: tenant,
-        api_key_id: key,
-        model: common::MODEL.into(),
-        endpoint: "chat.completions",
-        input_tokens: 10,
-        cached_tokens: 0,
-        output_tokens: 10,
-        cost: d(cost),
-        status: "succeeded",
-        http_status: 200,
-        error_code: None,
-        latency_ms: 1,
-        leased: Some(Leased { replica, worst }),
-    };
+    let record = |i: usize, cost: &str| leased_record(tenant, key, format!("leased-{i}"), d(cost), replica, worst);
     // Nine within their worst case, one above it: its excess comes from credit nobody reserved.
     let mut records: Vec<CostRecord> = (0..9).map(|i| record(i, "0.0003")).collect();
     records.push(record(9, "0.0025"));
@@ -137,6 +111,9 @@ async fn leased_tenant(app: &common::TestApp, name: &str) -> (Uuid, Uuid, Uuid, 
         assert!(started.elapsed() < Duration::from_secs(5), "no lease taken");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    // The top-up's task adds the lease to the slice right after its commit, which this may have seen
+    // first: it runs while this sleeps.
+    tokio::time::sleep(Duration::from_millis(50)).await;
     (tenant, key, replica, leases)
 }
 
