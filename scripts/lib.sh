@@ -10,6 +10,83 @@ export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/runaii/target}"
 # otherwise, as scripts/sqlx-prepare.sh does to regenerate .sqlx/.
 export SQLX_OFFLINE="${SQLX_OFFLINE:-true}"
 
+# The CPU llama.cpp's kernels are compiled for, as ggml's CMake options. llama-cpp-sys-2 forwards every
+# GGML_* variable of the build's environment to CMake; GGML_NATIVE stays off (it would also switch on
+# AMX where the CPU has it, and AMX kernels die with SIGILL where the kernel does not grant AMX state).
+# RUNAII_LLAMA_CPU picks the set:
+#   auto (default)  every x86 feature ggml can use that this build machine has (AMX never);
+#   x86-64-v3       AVX2, FMA, F16C, BMI2: nearly every x86 server since 2015;
+#   generic         none: x86-64's SSE2 baseline, runs anywhere, the slowest.
+# Every option is set, ON or OFF, so that changing the choice changes a variable cargo watches and
+# llama.cpp is rebuilt. The worker is told the same set (its build script reads these variables) and
+# refuses to start on a CPU that lacks one, before llama.cpp runs any instruction (worker/src/cpu.rs).
+# LLAMA_LIB_PROFILE=Release: -O3 as llama.cpp's own release builds (llama-cpp-sys-2 would pick
+# RelWithDebInfo, -O2, because our profiles keep line tables).
+llama_cpu_env() {
+  local level="${RUNAII_LLAMA_CPU:-auto}" flags=""
+  case "$level" in
+    auto) flags="$(grep -m1 '^flags' /proc/cpuinfo 2>/dev/null || true)" ;;
+    x86-64-v3) flags="sse4_2 avx f16c fma avx2 bmi2" ;;
+    generic) flags="" ;;
+    *) echo "RUNAII_LLAMA_CPU=$level: expected auto, x86-64-v3 or generic" >&2; return 1 ;;
+  esac
+  [ "$(uname -m)" = x86_64 ] || flags=""
+  has() { local f; for f in "$@"; do [[ " $flags " == *" $f "* ]] || return 1; done; }
+  on() { if has "$@"; then echo ON; else echo OFF; fi; }
+  export GGML_NATIVE=OFF LLAMA_LIB_PROFILE=Release
+  export GGML_SSE42="$(on sse4_2)" GGML_AVX="$(on avx)" GGML_F16C="$(on f16c)" GGML_FMA="$(on fma)"
+  export GGML_AVX2="$(on avx2)" GGML_BMI2="$(on bmi2)" GGML_AVX_VNNI="$(on avx_vnni)"
+  export GGML_AVX512="$(on avx512f avx512cd avx512vl avx512dq avx512bw)"
+  if [ "$GGML_AVX512" = ON ]; then
+    export GGML_AVX512_VBMI="$(on avx512vbmi)" GGML_AVX512_VNNI="$(on avx512_vnni)" GGML_AVX512_BF16="$(on avx512_bf16)"
+  else
+    export GGML_AVX512_VBMI=OFF GGML_AVX512_VNNI=OFF GGML_AVX512_BF16=OFF
+  fi
+  export GGML_AMX_TILE=OFF GGML_AMX_INT8=OFF GGML_AMX_BF16=OFF
+  unset -f has on
+  llama_drop_stale_builds
+}
+
+# The ggml options llama_cpu_env sets, by name.
+LLAMA_CPU_OPTIONS=(GGML_NATIVE GGML_SSE42 GGML_AVX GGML_F16C GGML_FMA GGML_AVX2 GGML_BMI2 GGML_AVX_VNNI GGML_AVX512
+  GGML_AVX512_VBMI GGML_AVX512_VNNI GGML_AVX512_BF16 GGML_AMX_TILE GGML_AMX_INT8 GGML_AMX_BF16)
+
+# llama-cpp-sys-2 configures CMake once per build directory and never again (cmake-rs without
+# always_configure): a llama.cpp already built in $CARGO_TARGET_DIR for other options would keep them
+# however the environment changes. Such builds are cleaned, so that cargo configures and builds anew.
+llama_drop_stale_builds() {
+  local cache profile v want have stale=()
+  for cache in "$CARGO_TARGET_DIR"/*/build/llama-cpp-sys-2-*/out/build/CMakeCache.txt; do
+    [ -f "$cache" ] || continue
+    for v in "${LLAMA_CPU_OPTIONS[@]}" CMAKE_BUILD_TYPE; do
+      want="${!v:-}"; [ "$v" = CMAKE_BUILD_TYPE ] && want="$LLAMA_LIB_PROFILE"
+      have="$(sed -n "s/^$v:[A-Z]*=//p" "$cache" | head -n 1)"
+      if [ "${have:-OFF}" != "$want" ]; then
+        profile="${cache#"$CARGO_TARGET_DIR"/}"; profile="${profile%%/*}"
+        [[ " ${stale[*]} " == *" $profile "* ]] || stale+=("$profile")
+        break
+      fi
+    done
+  done
+  for profile in "${stale[@]}"; do
+    echo "llama.cpp in $CARGO_TARGET_DIR/$profile was configured for other CPU options: rebuilding it" >&2
+    case "$profile" in
+      debug) (cd "$root" && cargo clean -q -p llama-cpp-sys-2) ;;
+      *) (cd "$root" && cargo clean -q -p llama-cpp-sys-2 --profile "$profile") ;;
+    esac
+  done
+}
+
+# The same options as CMake arguments, for building a peer (llama-server) exactly as the worker's llama.cpp.
+llama_cpu_cmake_args() {
+  llama_cpu_env || return 1
+  local v out=""
+  for v in "${LLAMA_CPU_OPTIONS[@]}"; do
+    out+="-D$v=${!v} "
+  done
+  echo "${out% }"
+}
+
 # llama.cpp builds through llama-cpp-sys-2 with cmake and clang (bindgen needs libclang).
 ensure_build_tools() {
   local missing=()
@@ -36,3 +113,6 @@ wait_http() {
     sleep 0.5
   done
 }
+
+# Every build from these scripts compiles llama.cpp for the same CPU (see llama_cpu_env).
+llama_cpu_env

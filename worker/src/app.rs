@@ -26,6 +26,9 @@ impl Application {
     /// # Errors
     /// A missing or corrupt model file, or an address that cannot be bound.
     pub async fn build(settings: Settings) -> anyhow::Result<Self> {
+        // Before llama.cpp loads anything: a CPU without the kernels' instructions would die with SIGILL.
+        crate::cpu::check()?;
+        tracing::info!(cpu = %crate::cpu::describe(), "llama.cpp kernels built for");
         model_file::verify(&settings.model_path)?;
         let secrets = settings.worker_secrets()?;
         let listener = TcpListener::bind(settings.listen).await?;

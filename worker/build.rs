@@ -1,0 +1,60 @@
+//! Tells the worker which x86 features llama.cpp's CPU kernels are compiled for, so that it can refuse a
+//! CPU that lacks one of them before llama.cpp runs an instruction it does not have (src/cpu.rs).
+//! llama-cpp-sys-2 passes every `GGML_*` variable of the build's environment to llama.cpp's CMake
+//! (scripts/lib.sh sets them from `RUNAII_LLAMA_CPU`); what CMake kept is read from its cache.
+
+/// ggml's options that add instructions to its CPU kernels (ggml/src/ggml-cpu/CMakeLists.txt), and
+/// `GGML_NATIVE`, whose instructions are whatever the build machine had.
+const OPTIONS: [&str; 16] = [
+    "GGML_NATIVE",
+    "GGML_SSE42",
+    "GGML_AVX",
+    "GGML_F16C",
+    "GGML_FMA",
+    "GGML_AVX2",
+    "GGML_BMI2",
+    "GGML_AVX_VNNI",
+    "GGML_AVX512",
+    "GGML_AVX512_VBMI",
+    "GGML_AVX512_VNNI",
+    "GGML_AVX512_BF16",
+    "GGML_AMX_TILE",
+    "GGML_AMX_INT8",
+    "GGML_AMX_BF16",
+    "GGML_CPU_ALL_VARIANTS",
+];
+
+fn main() {
+    // What llama.cpp was really configured with: llama-cpp-sys-2 configures CMake once per build
+    // directory and never again, so its cache, not this build's environment, says what the kernels use.
+    // DEP_LLAMA_GGML_CMAKE_DIR is <its OUT_DIR>/lib/cmake; the cache is <its OUT_DIR>/build.
+    println!("cargo:rerun-if-env-changed=DEP_LLAMA_GGML_CMAKE_DIR");
+    let cache = std::env::var("DEP_LLAMA_GGML_CMAKE_DIR")
+        .ok()
+        .and_then(|dir| std::path::Path::new(&dir).parent()?.parent().map(|out| out.join("build").join("CMakeCache.txt")))
+        .and_then(|path| {
+            println!("cargo:rerun-if-changed={}", path.display());
+            std::fs::read_to_string(path).ok()
+        });
+    let mut on = Vec::new();
+    for option in OPTIONS {
+        println!("cargo:rerun-if-env-changed={option}");
+        let value = match &cache {
+            Some(cache) => cached(cache, option),
+            None => std::env::var(option).unwrap_or_default(),
+        };
+        // CMake's true constants; anything else (unset, OFF, 0, FALSE) leaves the option off.
+        if matches!(value.to_ascii_uppercase().as_str(), "ON" | "1" | "TRUE" | "YES" | "Y") {
+            on.push(option);
+        }
+    }
+    println!("cargo:rustc-env=RUNAII_LLAMA_CPU_OPTIONS={}", on.join(","));
+}
+
+/// The value of `option` in a CMakeCache.txt (`GGML_AVX2:BOOL=ON`), empty when absent.
+fn cached(cache: &str, option: &str) -> String {
+    cache
+        .lines()
+        .find_map(|line| line.strip_prefix(option)?.strip_prefix(':')?.split_once('=').map(|(_, value)| value.trim().to_owned()))
+        .unwrap_or_default()
+}
