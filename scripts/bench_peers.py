@@ -160,9 +160,10 @@ def per_token(timings: dict) -> float | None:
     return ms / n if n and ms is not None else None
 
 
-def mean_of(rows: list[dict], key: str) -> float | None:
+def summarise(rows: list[dict], key: str, how=statistics.mean) -> float | None:
+    """`how` (the mean, or the median) of `key` over the rows that have it."""
     values = [r[key] for r in rows if r.get(key) is not None]
-    return statistics.mean(values) if values else None
+    return how(values) if values else None
 
 
 def constrained(args: argparse.Namespace) -> None:
@@ -228,8 +229,8 @@ def constrained(args: argparse.Namespace) -> None:
         "tokens_per_s": tokens / wall if wall else 0.0,
         "per_stream_decode_tok_s": statistics.mean(per_stream) if per_stream else None,
         "mean_request_s": statistics.mean(seconds) if seconds else None,
-        "mean_ttft_ms": mean_of(ok, "ttft_ms"),
-        "mean_tpot_ms": mean_of(ok, "tpot_ms"),
+        "mean_ttft_ms": summarise(ok, "ttft_ms"),
+        "mean_tpot_ms": summarise(ok, "tpot_ms"),
         "engine_cores": engine_cpu / hz / wall if wall else None,
         "others_cores": max(busy - engine_cpu - self_cpu, 0) / hz / wall if wall and engine else None,
         "finished": len(finished),
@@ -270,11 +271,6 @@ def fmt(x: float | None, digits: int = 1) -> str:
     return "—" if x is None else f"{x:,.{digits}f}"
 
 
-def median_of(cells: list[dict], key: str) -> float | None:
-    values = [c[key] for c in cells if c.get(key) is not None]
-    return statistics.median(values) if values else None
-
-
 def report(args: argparse.Namespace) -> None:
     runs = []
     for path in sorted(glob.glob(os.path.join(args.dir, "*.json"))):
@@ -290,12 +286,12 @@ def report(args: argparse.Namespace) -> None:
         def condition(r: dict) -> str:
             return r.get("condition") or "quiet"
 
-        def label(r: dict) -> str:
-            return r["request"] if condition(r) == "quiet" else f"{r['request']}, {condition(r)}"
+        def label(request: str, cond: str) -> str:
+            return request if cond == "quiet" else f"{request}, {cond}"
 
         for r in sorted(cons, key=lambda r: (condition(r) != "quiet", order[r["request"]], r["concurrency"], r["engine"] != "worker", r["pass"])):
             fields = f"{r['fields_right']}/{4 * r['ok']}" if r["request"] == "invoice" else "—"
-            print(f"| {r['engine']} | {r['pass']} | {label(r)} | {r['concurrency']} | {r['ok']}/{r['requests']} "
+            print(f"| {r['engine']} | {r['pass']} | {label(r['request'], condition(r))} | {r['concurrency']} | {r['ok']}/{r['requests']} "
                   f"| {r['completion_tokens']:,} | {r['wall_s']:.2f} | **{r['tokens_per_s']:.1f}** "
                   f"| {fmt(r['per_stream_decode_tok_s'])} | {fmt(r.get('mean_ttft_ms'))} | {fmt(r.get('mean_tpot_ms'), 2)} "
                   f"| {fmt(r.get('mean_request_s'), 2)} "
@@ -306,12 +302,13 @@ def report(args: argparse.Namespace) -> None:
         # that others' work slowed shows in the others' CPU column).
         cells: dict[tuple, dict[str, list[dict]]] = {}
         for r in cons:
-            cells.setdefault((condition(r) != "quiet", label(r), r["request"], r["concurrency"]), {}).setdefault(r["engine"], []).append(r)
+            cells.setdefault((condition(r), r["request"], r["concurrency"]), {}).setdefault(r["engine"], []).append(r)
         print("| request | concurrency | worker tok/s, median (best) | llama-server tok/s, median (best) "
               "| worker / llama-server, median (best) | s per answer, worker / llama-server (best passes) "
               "| TTFT ms, worker / llama-server (medians) | ms per output token, worker / llama-server (medians) |")
         print("|---|---|---|---|---|---|---|---|")
-        for (_, req, _, c), engines in sorted(cells.items(), key=lambda kv: (kv[0][0], order[kv[0][2]], kv[0][1], kv[0][3])):
+        for (cond, request, c), engines in sorted(cells.items(), key=lambda kv: (kv[0][0] != "quiet", kv[0][0], order[kv[0][1]], kv[0][2])):
+            req = label(request, cond)
             w, l = engines.get("worker"), engines.get("llama-server")
             if not w or not l:
                 continue
@@ -320,8 +317,8 @@ def report(args: argparse.Namespace) -> None:
             print(f"| {req} | {c} | {wm:.1f} ({wb['tokens_per_s']:.1f}) | {lm:.1f} ({lb['tokens_per_s']:.1f}) "
                   f"| {wm / lm:.2f}× ({wb['tokens_per_s'] / lb['tokens_per_s']:.2f}×) "
                   f"| {wb['mean_request_s']:.2f} / {lb['mean_request_s']:.2f} "
-                  f"| {fmt(median_of(w, 'mean_ttft_ms'))} / {fmt(median_of(l, 'mean_ttft_ms'))} "
-                  f"| {fmt(median_of(w, 'mean_tpot_ms'), 2)} / {fmt(median_of(l, 'mean_tpot_ms'), 2)} |")
+                  f"| {fmt(summarise(w, 'mean_ttft_ms', statistics.median))} / {fmt(summarise(l, 'mean_ttft_ms', statistics.median))} "
+                  f"| {fmt(summarise(w, 'mean_tpot_ms', statistics.median), 2)} / {fmt(summarise(l, 'mean_tpot_ms', statistics.median), 2)} |")
         print()
     loads = sorted((r for r in runs if r.get("kind") == "load"), key=lambda r: r.get("seq", 0))
     if loads:

@@ -77,9 +77,9 @@ llama_drop_stale_builds() {
   done
 }
 
-# The same options as CMake arguments, for building a peer (llama-server) exactly as the worker's llama.cpp.
+# The options llama_cpu_env exported (when this file was sourced) as CMake arguments, for building a peer
+# (llama-server) exactly as the worker's llama.cpp.
 llama_cpu_cmake_args() {
-  llama_cpu_env || return 1
   local v out=""
   for v in "${LLAMA_CPU_OPTIONS[@]}"; do
     out+="-D$v=${!v} "

@@ -3,26 +3,10 @@
 //! llama-cpp-sys-2 passes every `GGML_*` variable of the build's environment to llama.cpp's CMake
 //! (scripts/lib.sh sets them from `RUNAII_LLAMA_CPU`); what CMake kept is read from its cache.
 
-/// ggml's options that add instructions to its CPU kernels (ggml/src/ggml-cpu/CMakeLists.txt), and
-/// `GGML_NATIVE`, whose instructions are whatever the build machine had.
-const OPTIONS: [&str; 16] = [
-    "GGML_NATIVE",
-    "GGML_SSE42",
-    "GGML_AVX",
-    "GGML_F16C",
-    "GGML_FMA",
-    "GGML_AVX2",
-    "GGML_BMI2",
-    "GGML_AVX_VNNI",
-    "GGML_AVX512",
-    "GGML_AVX512_VBMI",
-    "GGML_AVX512_VNNI",
-    "GGML_AVX512_BF16",
-    "GGML_AMX_TILE",
-    "GGML_AMX_INT8",
-    "GGML_AMX_BF16",
-    "GGML_CPU_ALL_VARIANTS",
-];
+#[path = "src/cpu/options.rs"]
+mod options;
+
+use options::GGML_CPU_OPTIONS;
 
 fn main() {
     // What llama.cpp was really configured with: llama-cpp-sys-2 configures CMake once per build
@@ -37,7 +21,7 @@ fn main() {
             std::fs::read_to_string(path).ok()
         });
     let mut on = Vec::new();
-    for option in OPTIONS {
+    for option in GGML_CPU_OPTIONS {
         println!("cargo:rerun-if-env-changed={option}");
         let value = match &cache {
             Some(cache) => cached(cache, option),
