@@ -23,7 +23,7 @@ use llguidance::api::TopLevelGrammar;
 use llguidance::{Matcher, ParserFactory};
 use serde_json::Value;
 
-pub use schema::{OutputValidator, OutputViolation};
+pub use schema::{compact_separators, OutputValidator, OutputViolation};
 
 use cache::ConstraintCache;
 

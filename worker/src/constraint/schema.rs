@@ -89,10 +89,17 @@ pub(super) fn for_grammar(schema: &Value) -> Result<Value, Refusal> {
     super::narrow::narrow(&mut grammar);
     super::tighten::tighten(&mut grammar);
     super::one_of::make_exact(&mut grammar, schema)?;
-    if let Value::Object(map) = &mut grammar {
+    compact_separators(&mut grammar);
+    Ok(grammar)
+}
+
+/// Has llguidance hold the JSON a schema describes to `,` and `:` with no whitespace around them. With
+/// whitespace free between tokens a small model can loop on it until `max_tokens` (a tool call seen
+/// here: `"Paris"\n     \n     \n…`). Applies to a schema compiled alone or embedded with `%json`.
+pub fn compact_separators(schema: &mut Value) {
+    if let Value::Object(map) = schema {
         map.insert("x-guidance".into(), json!({"whitespace_flexible": false, "item_separator": ",", "key_separator": ":"}));
     }
-    Ok(grammar)
 }
 
 #[cfg(test)]

@@ -13,6 +13,13 @@ use serde_json::{json, Value};
 
 use super::format::{HERMES_CLOSE, HERMES_OPEN};
 use super::{Choice, ToolFormat, ToolRequest};
+use crate::constraint::compact_separators;
+
+/// A schema for `%json`, held to compact separators.
+fn compact(mut schema: Value) -> Value {
+    compact_separators(&mut schema);
+    schema
+}
 
 /// The schema of one call object, as the allowed tools permit.
 fn call_schema(request: &ToolRequest) -> Value {
@@ -61,16 +68,19 @@ pub fn lark(request: &ToolRequest, response_schema: Option<&Value>) -> Option<St
                     json!({"anyOf": [calls, {"type": "object", "properties": {"response": {"type": "string"}}, "required": ["response"], "additionalProperties": false}]})
                 }
             };
-            format!("start: %json {answer}\n")
+            format!("start: %json {}\n", compact(answer))
         }
         ToolFormat::Hermes => {
             let more = if request.parallel { format!("(\"\\n\" \"{HERMES_OPEN}\" call_body)*") } else { String::new() };
             let rules = format!(
-                "calls_after_open: call_body {more}\ncall_body: \"\\n\" call_json \"\\n{HERMES_CLOSE}\"\ncall_json: %json {call}\n"
+                "calls_after_open: call_body {more}\ncall_body: \"\\n\" call_json \"\\n{HERMES_CLOSE}\"\ncall_json: %json {}\n",
+                compact(call)
             );
             let start = match (must_call, response_schema) {
                 (true, _) => format!("start: \"{HERMES_OPEN}\" calls_after_open\n"),
-                (false, Some(schema)) => format!("start: answer_json | \"{HERMES_OPEN}\" calls_after_open\nanswer_json: %json {schema}\n"),
+                (false, Some(schema)) => {
+                    format!("start: answer_json | \"{HERMES_OPEN}\" calls_after_open\nanswer_json: %json {}\n", compact(schema.clone()))
+                }
                 // Free text without the trigger, or text ending at its first trigger, then calls.
                 (false, None) => format!(
                     "start: FREE | PREFIX calls_after_open\nFREE: /(?s:.*)/ & ~/(?s:.*){open}(?s:.*)/\nPREFIX: /(?s:.*){open}/ & ~/(?s:.*){open}(?s:.+)/\n",

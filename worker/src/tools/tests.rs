@@ -119,4 +119,13 @@ fn choices_are_checked_and_shape_the_grammar() {
     assert!(grammar::lark(&request(Some(json!("none")), ToolFormat::Hermes), None).is_none());
     let generic = grammar::lark(&request(Some(json!("required")), ToolFormat::Generic), None).unwrap();
     assert!(generic.contains("\"tool_calls\"") && !generic.contains("\"response\""), "{generic}");
+
+    // Every embedded JSON is held to compact separators: whitespace between tokens let a call loop on
+    // newlines until max_tokens.
+    let with_answer = grammar::lark(&request(None, ToolFormat::Hermes), Some(&json!({"type": "object"}))).unwrap();
+    for grammar in [&eager, &generic, &with_answer] {
+        let embedded = grammar.matches("%json").count();
+        assert!(embedded > 0, "{grammar}");
+        assert_eq!(grammar.matches("\"whitespace_flexible\":false").count(), embedded, "{grammar}");
+    }
 }
