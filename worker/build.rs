@@ -27,12 +27,24 @@ fn main() {
             Some(cache) => cached(cache, option),
             None => std::env::var(option).unwrap_or_default(),
         };
-        // CMake's true constants; anything else (unset, OFF, 0, FALSE) leaves the option off.
-        if matches!(value.to_ascii_uppercase().as_str(), "ON" | "1" | "TRUE" | "YES" | "Y") {
+        if is_on(&value) {
             on.push(option);
         }
     }
     println!("cargo:rustc-env=RUNAII_LLAMA_CPU_OPTIONS={}", on.join(","));
+
+    // Whether ggml threads with OpenMP: asked for (GGML_OPENMP) and found by CMake (OpenMP_C_FLAGS), so
+    // that libgomp is linked and the engine can change the team size at run time (src/engine/threads.rs).
+    println!("cargo::rustc-check-cfg=cfg(ggml_openmp)");
+    let openmp = cache.as_deref().is_some_and(|c| is_on(&cached(c, "GGML_OPENMP")) && !cached(c, "OpenMP_C_FLAGS").is_empty());
+    if openmp {
+        println!("cargo:rustc-cfg=ggml_openmp");
+    }
+}
+
+/// CMake's true constants; anything else (unset, OFF, 0, FALSE) is off.
+fn is_on(value: &str) -> bool {
+    matches!(value.to_ascii_uppercase().as_str(), "ON" | "1" | "TRUE" | "YES" | "Y")
 }
 
 /// The value of `option` in a CMakeCache.txt (`GGML_AVX2:BOOL=ON`), empty when absent.

@@ -42,6 +42,10 @@ pub struct Settings {
     /// Decoding threads; defaults to the number of physical cores.
     #[arg(long, env = "RUNAII_THREADS")]
     pub threads: Option<u32>,
+    /// While other processes are busy on the cores the decoding threads need, decode on one thread (their
+    /// spinning barriers collapse otherwise); all of them again when the cores are free.
+    #[arg(long, env = "RUNAII_ADAPT_THREADS", default_value_t = true, action = clap::ArgAction::Set)]
+    pub adapt_threads: bool,
     /// Layers offloaded to the GPU (a `cuda` build only).
     #[arg(long, env = "RUNAII_GPU_LAYERS", default_value_t = 0)]
     pub gpu_layers: u32,
@@ -90,6 +94,7 @@ impl Settings {
             gpu_layers: self.gpu_layers,
             chat_template_file: self.chat_template_file.clone(),
             prefix_cache: self.prefix_cache,
+            adapt_threads: self.adapt_threads,
         }
     }
 }

@@ -13,6 +13,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::prefix::CachedPrefix;
 use super::scheduler::Scheduler;
+use super::threads::Governor;
 use super::{EngineStats, Job};
 use crate::constraint::ConstraintCompiler;
 use crate::template::ChatTemplate;
@@ -29,6 +30,8 @@ pub struct LoadSettings {
     pub chat_template_file: Option<PathBuf>,
     /// Keep finished requests' KV caches for prompts that share their prefix.
     pub prefix_cache: bool,
+    /// Decode on one thread while other processes are busy on our cores (`threads.rs`).
+    pub adapt_threads: bool,
 }
 
 /// Everything the HTTP side needs once the model is up.
@@ -85,6 +88,7 @@ pub fn load(settings: LoadSettings) -> oneshot::Receiver<anyhow::Result<Arc<Load
             return;
         }
         let batch_size = settings.batch_size as usize;
+        let threads = Governor::start(settings.threads, settings.adapt_threads, &stats);
         Scheduler {
             model: &model,
             ctx,
@@ -97,6 +101,7 @@ pub fn load(settings: LoadSettings) -> oneshot::Receiver<anyhow::Result<Arc<Load
             batch: LlamaBatch::new(batch_size, i32::try_from(settings.slots).unwrap_or(1)),
             batch_size,
             first_bytes: token_first_bytes(&model),
+            threads,
         }
         .run();
     });

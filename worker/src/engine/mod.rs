@@ -5,12 +5,14 @@
 mod admission;
 mod closing;
 mod load;
+mod neighbours;
 mod prefix;
 mod repetition;
 mod sampler;
 mod scheduler;
 mod slot;
 mod text;
+mod threads;
 
 use runaii_wire::metrics::{Histograms, LATENCY_BUCKETS};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -91,6 +93,12 @@ pub struct EngineStats {
     /// Time spent inside llama.cpp's decode, and choosing tokens (masking + sampling), in microseconds.
     pub decode_micros: AtomicU64,
     pub sample_micros: AtomicU64,
+    /// Threads the last decode ran with: the configured count, or one while other processes are busy on
+    /// our cores (`threads.rs`).
+    pub decode_threads: AtomicU64,
+    pub thread_switches: AtomicU64,
+    /// Other processes' CPU on our cores, smoothed, in thousandths of a core.
+    pub others_millicores: AtomicU64,
     pub latency: Latency,
 }
 

@@ -15,6 +15,7 @@ use tokio::sync::mpsc;
 
 use super::prefix::CachedPrefix;
 use super::slot::Active;
+use super::threads::Governor;
 use super::{EngineFailure, EngineStats, Event, Job};
 use crate::constraint::ActiveConstraint;
 
@@ -34,6 +35,8 @@ pub(super) struct Scheduler<'m> {
     pub batch_size: usize,
     /// The first byte of each token's text, for closing JSON answers in time (`closing.rs`).
     pub first_bytes: Arc<[u8]>,
+    /// One thread or all of them, by what other processes leave us (`threads.rs`).
+    pub threads: Governor,
 }
 
 /// What one sampling step decided for a sequence.
@@ -106,6 +109,7 @@ impl Scheduler<'_> {
             return;
         }
         EngineStats::add(&self.stats.decode_steps, 1);
+        self.threads.apply(&self.stats);
         let decode_started = Instant::now();
         let decoded = self.ctx.decode(&mut self.batch);
         EngineStats::add(&self.stats.decode_micros, micros(decode_started));

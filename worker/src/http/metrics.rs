@@ -85,6 +85,7 @@ pub(super) async fn render(State(state): State<AppState>) -> impl IntoResponse {
             ("runaii_worker_decode_steps_total", &s.decode_steps),
             ("runaii_worker_decode_microseconds_total", &s.decode_micros),
             ("runaii_worker_sample_microseconds_total", &s.sample_micros),
+            ("runaii_worker_decode_thread_switches_total", &s.thread_switches),
         ];
         for (name, counter) in counters {
             let _ = writeln!(out, "# TYPE {name} counter\n{name} {}", EngineStats::get(counter));
@@ -92,6 +93,18 @@ pub(super) async fn render(State(state): State<AppState>) -> impl IntoResponse {
         s.latency.ttft.write(&mut out, "runaii_worker_time_to_first_token_seconds", "Enqueued to first token (queue plus prompt).");
         s.latency.tpot.write(&mut out, "runaii_worker_time_per_output_token_seconds", "Generation time per output token.");
         s.latency.e2e.write(&mut out, "runaii_worker_request_seconds", "Enqueued to last token, finished answers.");
+        let _ = writeln!(
+            out,
+            "# TYPE runaii_worker_decode_threads gauge\nrunaii_worker_decode_threads {}",
+            EngineStats::get(&s.decode_threads)
+        );
+        let others = EngineStats::get(&s.others_millicores);
+        let _ = writeln!(
+            out,
+            "# TYPE runaii_worker_other_processes_cpu_cores gauge\nrunaii_worker_other_processes_cpu_cores {}.{:03}",
+            others / 1000,
+            others % 1000
+        );
         let queued = loaded.queue_depth();
         let _ = writeln!(out, "# TYPE runaii_worker_slots_busy gauge\nrunaii_worker_slots_busy {}", EngineStats::get(&s.active_slots));
         let _ = writeln!(out, "# TYPE runaii_worker_slots gauge\nrunaii_worker_slots {}", loaded.settings.slots);
