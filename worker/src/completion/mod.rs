@@ -97,9 +97,12 @@ pub async fn prepare(
     if request.stream_options.is_some() && !request.stream {
         return Err(ApiError::invalid("stream_options is only allowed when stream is true", "stream_options"));
     }
-    // Constrained JSON answers get the repetition guard by default: that is where small models loop.
-    let json_schema = tools.is_none() && matches!(request.response_format, Some(ResponseFormat::JsonSchema { .. }));
-    let sampling = sampling::params(request, json_schema)?;
+    // Constrained JSON answers get the repetition guard and the closing bonus by default: that is where
+    // small models loop. Tool calls are such JSON too, whenever the grammar holds the answer to JSON from
+    // its first token.
+    let json_schema = matches!(request.response_format, Some(ResponseFormat::JsonSchema { .. }));
+    let constrained_json = tools.as_ref().map_or(json_schema, |t| t.answers_in_json(json_schema));
+    let sampling = sampling::params(request, constrained_json)?;
     let stop = request.stop.clone().map(runaii_wire::StopSequences::into_vec).unwrap_or_default();
     if stop.len() > MAX_STOP_SEQUENCES || stop.iter().any(String::is_empty) {
         return Err(ApiError::invalid("stop takes up to 4 non-empty strings", "stop"));

@@ -49,6 +49,16 @@ pub struct ToolRequest {
 const MAX_TOOLS: usize = 128;
 
 impl ToolRequest {
+    /// Whether the grammar holds every answer to JSON from its first token (calls, or the
+    /// `response_format` schema given as `response_schema`), rather than letting it start as free text.
+    #[must_use]
+    pub fn answers_in_json(&self, response_schema: bool) -> bool {
+        match (&self.format, &self.choice) {
+            (_, Choice::None) | (ToolFormat::Hermes, Choice::Auto) => response_schema,
+            (ToolFormat::Generic, _) | (ToolFormat::Hermes, Choice::Required | Choice::Named(_)) => true,
+        }
+    }
+
     /// `None` when the request offers no tools.
     ///
     /// # Errors

@@ -120,6 +120,14 @@ fn choices_are_checked_and_shape_the_grammar() {
     let generic = grammar::lark(&request(Some(json!("required")), ToolFormat::Generic), None).unwrap();
     assert!(generic.contains("\"tool_calls\"") && !generic.contains("\"response\""), "{generic}");
 
+    // Answers that are JSON from the first token get the guards JSON answers get; free text does not.
+    assert!(named.answers_in_json(false));
+    assert!(request(Some(json!("required")), ToolFormat::Generic).answers_in_json(false));
+    assert!(request(None, ToolFormat::Generic).answers_in_json(false));
+    assert!(!request(None, ToolFormat::Hermes).answers_in_json(false));
+    assert!(request(None, ToolFormat::Hermes).answers_in_json(true));
+    assert!(!request(Some(json!("none")), ToolFormat::Generic).answers_in_json(false));
+
     // Every embedded JSON is held to compact separators: whitespace between tokens let a call loop on
     // newlines until max_tokens.
     let with_answer = grammar::lark(&request(None, ToolFormat::Hermes), Some(&json!({"type": "object"}))).unwrap();
