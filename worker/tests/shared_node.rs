@@ -1,6 +1,6 @@
 //! A worker on a shared node: while another process spins on a core the decoding threads need, the
 //! worker decodes on one thread, and on all of them again once it stops; its answers stay the same.
-//! (How much faster one thread is under load is measured by `scripts/bench-peers.sh`, not asserted here.)
+//! (How much faster one thread is under load is measured by `scripts/bench-threads.sh`, not asserted here.)
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -10,13 +10,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{invoice_request, metric, post};
+use common::{invoice_request, metric, metric_f64, post};
 use serde_json::Value;
 
 /// Other processes' CPU as the worker reports it, in cores.
 async fn others(base: &str) -> f64 {
-    let text = common::client().get(format!("{base}/metrics")).send().await.unwrap().text().await.unwrap();
-    text.lines().find_map(|l| l.strip_prefix("runaii_worker_other_processes_cpu_cores ")).map_or(f64::NAN, |v| v.trim().parse().unwrap())
+    metric_f64(base, "runaii_worker_other_processes_cpu_cores").await
 }
 
 /// Sends requests until the worker reports `threads` (the switch is applied before a decode), or panics

@@ -21,6 +21,8 @@ pub struct CpuTicks {
 pub struct Neighbours {
     /// The CPUs this process may run on; empty means every CPU `/proc/stat` lists.
     allowed: BTreeSet<usize>,
+    /// How many CPUs are counted: the affinity mask's, or every CPU when it could not be read.
+    cpus: usize,
     last: Option<(CpuTicks, u64)>,
 }
 
@@ -28,17 +30,15 @@ impl Neighbours {
     #[must_use]
     pub fn new() -> Self {
         let allowed = std::fs::read_to_string("/proc/self/status").ok().and_then(|s| allowed_cpus(&s)).unwrap_or_default();
-        Self { allowed, last: None }
+        let cpus =
+            if allowed.is_empty() { std::fs::read_to_string("/proc/stat").map_or(0, |s| per_cpu(&s).count()) } else { allowed.len() };
+        Self { allowed, cpus, last: None }
     }
 
     /// CPUs counted (the affinity mask's, or every CPU when it could not be read).
     #[must_use]
     pub fn cpus(&self) -> usize {
-        if self.allowed.is_empty() {
-            std::fs::read_to_string("/proc/stat").map_or(0, |s| per_cpu(&s).count())
-        } else {
-            self.allowed.len()
-        }
+        self.cpus
     }
 
     /// Cores' worth of CPU other processes used since the previous call (`None` on the first call, or
@@ -48,7 +48,7 @@ impl Neighbours {
         let own = own_ticks(&std::fs::read_to_string("/proc/self/stat").ok()?)?;
         let ticks = cpu_ticks(&stat, &self.allowed);
         let previous = self.last.replace((ticks, own))?;
-        Some(others_cores(previous, (ticks, own), self.cpus()))
+        Some(others_cores(previous, (ticks, own), self.cpus))
     }
 }
 

@@ -46,8 +46,18 @@ pub async fn get_json(base: &str, path: &str) -> Value {
 
 /// Reads one counter or gauge from `/metrics`.
 pub async fn metric(base: &str, name: &str) -> u64 {
+    metric_as(base, name).await
+}
+
+/// Reads one metric whose value is not a whole number (a gauge such as a CPU share).
+pub async fn metric_f64(base: &str, name: &str) -> f64 {
+    metric_as(base, name).await
+}
+
+async fn metric_as<T: std::str::FromStr>(base: &str, name: &str) -> T {
     let text = client().get(format!("{base}/metrics")).send().await.unwrap().text().await.unwrap();
     text.lines()
-        .find_map(|l| l.strip_prefix(name).and_then(|rest| rest.strip_prefix(' ')).map(|v| v.trim().parse().unwrap()))
-        .unwrap_or_else(|| panic!("metric {name} not found"))
+        .find_map(|l| l.strip_prefix(name).and_then(|rest| rest.strip_prefix(' ')))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("metric {name} not found or not a number"))
 }
