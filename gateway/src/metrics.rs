@@ -43,6 +43,11 @@ pub struct Metrics {
     /// Requests by how their worker was chosen: `preferred` (the one most likely to hold the prompt's
     /// prefix), `busy_fallback` (that one was full: the least loaded), `none` (no ready worker).
     pub routing: Counters<u64>,
+    /// Rate-limit script calls to Redis by mode (`admit`, `spend`: tokens and unused requests sent on
+    /// their own), and admissions by where they were decided (`redis`, or `slice`: from requests this
+    /// replica took ahead of need). Their ratio is the Redis round trips a request costs.
+    pub rate_limit_calls: Counters<u64>,
+    pub rate_limit_admissions: Counters<u64>,
 }
 
 #[must_use]
@@ -65,6 +70,8 @@ pub fn global() -> &'static Metrics {
         credit_holds: Counters::new(&["kind"]),
         credit_lease_top_ups: Counters::new(&["outcome"]),
         routing: Counters::new(&["choice"]),
+        rate_limit_calls: Counters::new(&["mode"]),
+        rate_limit_admissions: Counters::new(&["source"]),
     })
 }
 
@@ -171,6 +178,16 @@ pub fn exposition(workers: &[WorkerStatus]) -> String {
         &mut out,
         "runaii_gateway_routing_total",
         "Requests by how their worker was chosen (preferred: the one likely to hold the prompt's prefix; busy_fallback: that one was full; none).",
+    );
+    m.rate_limit_calls.write(
+        &mut out,
+        "runaii_gateway_rate_limit_calls_total",
+        "Rate-limit script calls to Redis, by mode (admit; spend: finished requests' tokens and unused requests sent on their own).",
+    );
+    m.rate_limit_admissions.write(
+        &mut out,
+        "runaii_gateway_rate_limit_admissions_total",
+        "Requests admitted by the rate limiter, by source (redis: a call; slice: from requests this replica took ahead of need).",
     );
 
     let mut ready = std::collections::BTreeMap::<String, (u64, u64, u64)>::new();

@@ -85,6 +85,74 @@ async fn another_replica_sees_a_key_s_tokens_within_the_flush_interval() {
     assert_eq!(body["error"]["type"], "tokens");
 }
 
+/// Sends `n` requests (or as many as fit in `lasting`) with a body that is not JSON from `clients`
+/// concurrent clients to `base`: each is admitted or refused by the limiter first (then answered 400,
+/// costing nothing). The statuses.
+async fn burst(base: &str, key: &str, n: usize, clients: usize, lasting: Duration) -> Vec<u16> {
+    let until = Instant::now() + lasting;
+    let next = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let mut tasks = Vec::new();
+    for _ in 0..clients {
+        let (next, url, key) = (next.clone(), format!("{base}/v1/chat/completions"), key.to_owned());
+        tasks.push(tokio::spawn(async move {
+            let client = common::client();
+            let mut statuses = Vec::new();
+            while Instant::now() < until && next.fetch_add(1, std::sync::atomic::Ordering::Relaxed) < n {
+                let r =
+                    client.post(&url).bearer_auth(&key).header("content-type", "application/json").body("{not json").send().await.unwrap();
+                statuses.push(r.status().as_u16());
+            }
+            statuses
+        }));
+    }
+    let mut all = Vec::new();
+    for task in tasks {
+        all.extend(task.await.unwrap());
+    }
+    all
+}
+
+#[tokio::test]
+async fn a_busy_key_is_admitted_from_slices_not_one_redis_call_per_request() {
+    let app = spawn_app().await;
+    set_limits(&app, Some(100_000_000), None).await;
+    let metrics = runaii_gateway::metrics::global();
+    let calls_before = metrics.rate_limit_calls.get(&["admit"]);
+    // For two seconds: the first quarter second is measured one call per request; after that a call
+    // takes what the key was admitted in the quarter second before.
+    let statuses = burst(&app.base, &app.key, usize::MAX, 4, Duration::from_secs(2)).await;
+    let calls = metrics.rate_limit_calls.get(&["admit"]) - calls_before;
+    assert!(statuses.iter().all(|s| *s == 400), "every request admitted, then refused as not JSON");
+    // Other tests of this binary add a few calls of their own.
+    assert!(calls * 3 < statuses.len() as u64, "{} admissions took {calls} Redis calls", statuses.len());
+    assert!(app.cost_rows().await.is_empty());
+}
+
+#[tokio::test]
+async fn slices_taken_by_two_replicas_never_admit_past_the_limit() {
+    let app = spawn_app().await;
+    let other = common::spawn_replica(&app, |_| {}).await;
+    // 6,000 a minute: slices of up to 25 (what refills in 250 ms), 100 a second refilled. Both replicas
+    // send as fast as they are answered for three seconds: far more than the limit.
+    set_limits(&app, Some(6000), None).await;
+    let from_slices = || runaii_gateway::metrics::global().rate_limit_admissions.get(&["slice"]);
+    let before = from_slices();
+    let started = Instant::now();
+    let lasting = Duration::from_secs(3);
+    let (here, there) = tokio::join!(burst(&app.base, &app.key, usize::MAX, 4, lasting), burst(&other, &app.key, usize::MAX, 4, lasting));
+    let elapsed = started.elapsed().as_secs_f64();
+    let admitted = here.iter().chain(&there).filter(|s| **s == 400).count();
+    let refused = here.iter().chain(&there).filter(|s| **s == 429).count();
+    assert_eq!(admitted + refused, here.len() + there.len(), "only admissions (400: not JSON) and refusals");
+    assert!(refused > 0, "the test asked for more than the limit: {admitted} admitted in {elapsed:.1} s");
+    // The bucket holds 6,000 and refills 100 a second: no more can be taken, however it is sliced.
+    let most = 6000.0 + 100.0 * elapsed;
+    assert!((admitted as f64) <= most.ceil(), "{admitted} admitted in {elapsed:.1} s, at most {most:.0} allowed");
+    // At most a slice per replica can be left unused when the bucket runs dry.
+    assert!(admitted >= 6000 - 2 * 25, "{admitted} admitted of 6,000");
+    assert!(from_slices() > before, "busy, the key was admitted from slices");
+}
+
 /// A private redis-server on its own port, so stopping it touches nothing else.
 struct PrivateRedis {
     port: u16,

@@ -2,31 +2,37 @@
 //!
 //! A request is admitted when the key has a request left and its token bucket is not in debt; the tokens
 //! a request used are taken when it ends (they are not known before). They are not sent on their own:
-//! they wait in memory and go with the key's next admission on this replica, in the same script call, so
-//! a request costs one Redis round trip, not two. A key with no next request has its tokens sent by the
-//! flusher within [`SPEND_FLUSH`]: that is how late another replica may see them. The script is
-//! versioned: its keys carry the version, so replicas running different versions during a deploy never
-//! read each other's bucket layout.
+//! they wait in memory and go with the key's next call from this replica, so a request costs at most one
+//! Redis round trip, not two. A key with no next request has its tokens sent by the flusher within
+//! [`SPEND_FLUSH`]: that is how late another replica may see them.
+//!
+//! A busy key costs fewer: each call takes as many requests as the key was admitted here lately, and the
+//! next ones are admitted from memory (`slices.rs`). Requests taken are gone from the shared bucket, so
+//! the replicas together never admit more than the limit; a small limit is still taken one request at a
+//! time. The script is versioned: its keys carry the version, so replicas running different versions
+//! during a deploy never read each other's bucket layout.
 //!
 //! When Redis is unavailable the configured [`RedisFailure`] decides: `open` serves without limits
 //! (credits in Postgres still bound what a tenant can spend), `closed` answers 503.
 
 mod headers;
+mod slices;
 
-use std::collections::HashMap;
-use std::sync::{Arc, LazyLock, Mutex, PoisonError};
-use std::time::Duration;
+use std::sync::{Arc, LazyLock, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
 
 use uuid::Uuid;
 
 pub use headers::apply;
+pub use slices::SLICE_FOR;
 
 use crate::error::ApiError;
 use crate::redis_link::RedisLink;
+use slices::{Call, Plan, Reply, Slices};
 
 /// Bump with any change to the script's keys or state layout.
-const VERSION: &str = "v1";
-static SCRIPT: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::new(include_str!("limiter_v1.lua")));
+const VERSION: &str = "v2";
+static SCRIPT: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::new(include_str!("limiter_v2.lua")));
 
 /// How long the tokens of a key's finished requests wait for its next admission before they are sent on
 /// their own.
@@ -48,7 +54,7 @@ pub struct Limits {
 }
 
 /// A key's buckets after a check, for the `x-ratelimit-*` headers.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Quota {
     pub limits: Limits,
     pub remaining_requests: u64,
@@ -73,59 +79,73 @@ pub enum Admission {
 pub struct Limiter {
     redis: Arc<RedisLink>,
     on_failure: RedisFailure,
-    /// Tokens of finished requests not yet taken in Redis, by key, with the key's limits.
-    unsent: Mutex<HashMap<Uuid, (Limits, u64)>>,
+    /// Each key's unsent tokens and the requests taken ahead of need.
+    slices: Mutex<Slices>,
 }
 
 impl Limiter {
     #[must_use]
     pub fn new(redis: Arc<RedisLink>, on_failure: RedisFailure) -> Self {
-        Self { redis, on_failure, unsent: Mutex::default() }
+        Self { redis, on_failure, slices: Mutex::default() }
     }
 
-    /// Takes one request from the key's budget.
+    /// Takes one request from the key's budget: from the slice this replica holds when it has one,
+    /// else from Redis.
     ///
     /// # Errors
     /// [`ApiError::RateLimiterUnavailable`] when Redis is unavailable and the gateway fails closed.
     #[tracing::instrument(name = "rate limit", skip_all)]
     pub async fn admit(&self, key_id: Uuid, limits: Limits) -> Result<Admission, ApiError> {
-        // The key's finished requests' tokens are taken first, in the same call.
-        let spent = self.unsent().remove(&key_id).map_or(0, |(_, tokens)| tokens);
-        let Some(reply) = self.call(key_id, limits, "admit", spent).await else {
-            self.add_unsent(key_id, limits, spent);
+        let call = match self.slices().plan(key_id, limits, Instant::now()) {
+            Plan::Local(quota) => {
+                crate::metrics::global().rate_limit_admissions.add(&["slice"], 1);
+                return Ok(Admission::Allowed(quota));
+            }
+            Plan::Call(call) => call,
+        };
+        let reply = self.call(key_id, "admit", call).await;
+        let taken = reply.map(|[taken, requests, tokens, _, reset_tokens, _]| Reply {
+            taken: u64::try_from(taken).unwrap_or(0),
+            requests_left: u64::try_from(requests).unwrap_or(0),
+            tokens_left: tokens,
+            reset_tokens_ms: u64::try_from(reset_tokens).unwrap_or(0),
+        });
+        let quota = self.slices().answered(key_id, call, taken, Instant::now());
+        let (Some(quota), Some([taken, requests, _, _, _, wait])) = (quota, reply) else {
             return match self.on_failure {
                 RedisFailure::Open => Ok(Admission::Unchecked(limits)),
                 RedisFailure::Closed => Err(ApiError::RateLimiterUnavailable),
             };
         };
-        let [allowed, requests, tokens, reset_requests, reset_tokens, wait] = reply;
-        let quota = Quota {
-            limits,
-            remaining_requests: u64::try_from(requests).unwrap_or(0),
-            remaining_tokens: u64::try_from(tokens).unwrap_or(0),
-            reset_requests_ms: u64::try_from(reset_requests).unwrap_or(0),
-            reset_tokens_ms: u64::try_from(reset_tokens).unwrap_or(0),
-        };
-        Ok(if allowed == 1 {
+        Ok(if taken >= 1 {
+            crate::metrics::global().rate_limit_admissions.add(&["redis"], 1);
             Admission::Allowed(quota)
         } else {
             Admission::Limited { quota, retry_after_ms: u64::try_from(wait).unwrap_or(0).max(1), by_tokens: requests >= 1 }
         })
     }
 
-    /// Counts the tokens a finished request used: they go to Redis with the key's next admission here,
+    /// Counts the tokens a finished request used: they go to Redis with the key's next call from here,
     /// or within [`SPEND_FLUSH`].
     pub fn spend(&self, key_id: Uuid, limits: Limits, tokens: u64) {
-        self.add_unsent(key_id, limits, tokens);
+        self.slices().spend(key_id, limits, tokens, Instant::now());
     }
 
-    /// Sends every key's unsent tokens. Best effort: those that cannot reach Redis are not counted, as
-    /// while Redis is down nothing is.
-    pub async fn flush(&self) {
-        let unsent = std::mem::take(&mut *self.unsent());
-        for (key_id, (limits, tokens)) in unsent {
-            let _ = self.call(key_id, limits, "spend", tokens).await;
+    /// Sends every key's unsent tokens and gives back the requests of slices past their time (of every
+    /// slice, when `all`: at shutdown). Best effort: tokens that cannot reach Redis wait for the next
+    /// call, as while Redis is down nothing is counted.
+    pub async fn flush_due(&self, all: bool) {
+        let due = self.slices().due(Instant::now(), all);
+        for (key_id, call) in due {
+            if self.call(key_id, "spend", call).await.is_none() {
+                self.slices().unsent(key_id, call, Instant::now());
+            }
         }
+    }
+
+    /// At shutdown: everything unsent, and every slice given back.
+    pub async fn flush(&self) {
+        self.flush_due(true).await;
     }
 
     /// Flushes every [`SPEND_FLUSH`], for keys whose next request has not come.
@@ -134,23 +154,16 @@ impl Limiter {
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tick.tick().await;
-            self.flush().await;
+            self.flush_due(false).await;
         }
     }
 
-    fn add_unsent(&self, key_id: Uuid, limits: Limits, tokens: u64) {
-        if tokens > 0 {
-            let mut unsent = self.unsent();
-            let entry = unsent.entry(key_id).or_insert((limits, 0));
-            *entry = (limits, entry.1.saturating_add(tokens));
-        }
+    fn slices(&self) -> MutexGuard<'_, Slices> {
+        self.slices.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn unsent(&self) -> std::sync::MutexGuard<'_, HashMap<Uuid, (Limits, u64)>> {
-        self.unsent.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    async fn call(&self, key_id: Uuid, limits: Limits, mode: &'static str, tokens: u64) -> Option<[i64; 6]> {
+    async fn call(&self, key_id: Uuid, mode: &'static str, call: Call) -> Option<[i64; 6]> {
+        crate::metrics::global().rate_limit_calls.add(&[mode], 1);
         let bucket = format!("runaii:rl:{VERSION}:{{{key_id}}}");
         self.redis
             .run(|mut redis| async move {
@@ -158,9 +171,11 @@ impl Limiter {
                     .key(format!("{bucket}:req"))
                     .key(format!("{bucket}:tok"))
                     .arg(mode)
-                    .arg(limits.requests_per_minute.max(1))
-                    .arg(limits.tokens_per_minute.max(1))
-                    .arg(tokens)
+                    .arg(call.limits.requests_per_minute.max(1))
+                    .arg(call.limits.tokens_per_minute.max(1))
+                    .arg(call.spend)
+                    .arg(call.want)
+                    .arg(call.give_back)
                     .invoke_async::<Vec<i64>>(&mut redis)
                     .await
             })
