@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# A/B of two gateway binaries in one session (docs/benchmarks.md): the same mock-worker, database and
+# Redis serve both in turn; each round runs the closed-loop cells of bench-peers.sh's overhead part
+# (16 clients, then 1 client, non-streamed, --max-tokens 16) through each gateway, alternating which goes
+# first. CPU per request is each process's CPU time over the cell (/proc/<pid>/stat; Postgres: every
+# backend of the database) ÷ completed requests; every cell is reconciled against the ledger.
+#
+#   scripts/bench-gateway-ab.sh OLD_GATEWAY NEW_GATEWAY        # binaries, e.g. release builds of two commits
+#
+# Knobs: AB_ROUNDS (3), AB_SECONDS (10 per cell). Needs Postgres and Redis as bench-peers.sh does; uses the
+# database runaii_bench_ab and Redis database 9. Raw JSON per cell goes to .data/bench-ab/<timestamp>/.
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+cd "$root"
+say() { echo "bench-gateway-ab: $*" >&2; }
+die() { say "$*"; exit 1; }
+
+[ $# -eq 2 ] || die "usage: $0 OLD_GATEWAY NEW_GATEWAY"
+old="$(realpath "$1")" new="$(realpath "$2")"
+rounds="${AB_ROUNDS:-3}" seconds="${AB_SECONDS:-10}"
+out="$root/.data/bench-ab/$(date -u +%Y%m%dT%H%M%SZ)"
+mkdir -p "$out"
+gateway_port=28480 mock_port=28481
+base_url="${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/runaii}"
+export DATABASE_URL="${base_url%/*}/runaii_bench_ab" REDIS_URL="redis://127.0.0.1:6379/9"
+export RUNAII_WORKER_SECRET="ab-$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+
+say "building loadtest and mock-worker (release)"
+cargo build --locked --release -p runaii-loadtest 2>/dev/null
+lt="$CARGO_TARGET_DIR/release/loadtest"
+cp "$old" "$out/gw-old"; cp "$new" "$out/gw-new"
+
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }
+trap cleanup EXIT
+
+psql -X -q -d "${base_url%/*}/postgres" -c 'DROP DATABASE IF EXISTS runaii_bench_ab WITH (FORCE)' -c 'CREATE DATABASE runaii_bench_ab' >/dev/null
+redis-cli -u "$REDIS_URL" flushdb >/dev/null
+gw="$out/gw-new"
+RUST_LOG=error "$gw" migrate >/dev/null
+RUST_LOG=error "$gw" upsert-model --id mock-model --context-length 4096 --input-price 0.10 --output-price 0.30 \
+  --worker-url "http://127.0.0.1:$mock_port" >/dev/null
+RUST_LOG=error "$gw" create-key --tenant bench --name "ab-$(date +%s)" | tail -n 1 >"$out/api-key"
+RUST_LOG=error "$gw" grant-credits --tenant bench --amount 1000 >/dev/null
+
+"$CARGO_TARGET_DIR/release/mock-worker" --listen "127.0.0.1:$mock_port" --model mock-model --tokens 16 --tcp-nodelay >"$out/mock.log" 2>&1 &
+mock_pid=$!; pids+=("$mock_pid")
+for _ in $(seq 100); do curl -sf "http://127.0.0.1:$mock_port/health" >/dev/null && break; sleep 0.1; done
+
+cpu_of() { # CPU seconds of the given pids (utime + stime)
+  local total=0 p t
+  for p in "$@"; do
+    t=$(awk '{print $14 + $15}' "/proc/$p/stat" 2>/dev/null || echo 0)
+    total=$((total + t))
+  done
+  echo "$total"
+}
+
+run_cell() { # run_cell <label> <gateway binary> <clients>
+  local label="$1" bin="$2" clients="$3" gw_pid pg_pids b_gw b_pg a_gw a_pg file
+  "$bin" serve --listen "127.0.0.1:$gateway_port" --default-rpm 100000000 --default-tpm 4000000000 >>"$out/gateway-$label.log" 2>&1 &
+  gw_pid=$!
+  for _ in $(seq 100); do curl -sf "http://127.0.0.1:$gateway_port/health" >/dev/null && break; sleep 0.1; done
+  "$lt" --base-url "http://127.0.0.1:$gateway_port" --api-key-file "$out/api-key" --model mock-model --mix plain=1 \
+    --concurrency 32 --requests 2000 --no-reconcile >/dev/null
+  pg_pids="$(psql -X -q -d "$DATABASE_URL" -tAc "SELECT string_agg(pid::text, ' ') FROM pg_stat_activity WHERE datname = 'runaii_bench_ab' AND pid <> pg_backend_pid()")"
+  b_gw=$(cpu_of "$gw_pid"); b_pg=$(cpu_of $pg_pids)
+  file="$out/$label-c$clients-$(date +%s).json"
+  "$lt" --base-url "http://127.0.0.1:$gateway_port" --api-key-file "$out/api-key" --database-url "$DATABASE_URL" --settle-timeout 30s \
+    --model mock-model --mix plain=1 --max-tokens 16 --timeout 30s --json --concurrency "$clients" --duration "${seconds}s" >"$file"
+  a_gw=$(cpu_of "$gw_pid"); a_pg=$(cpu_of $pg_pids)
+  kill -TERM "$gw_pid"; wait "$gw_pid" 2>/dev/null || true
+  python3 - "$file" "$label" "$clients" "$((a_gw - b_gw))" "$((a_pg - b_pg))" "$(getconf CLK_TCK)" <<'PY'
+import json, sys
+file, label, clients, gw, pg, hz = sys.argv[1:7]
+r = json.load(open(file)); s = r.get("summary") or r
+n = max(s.get("completed", 0), 1); lat = s.get("latency") or {}
+rec = r.get("reconciliation") or {}
+print(f"{label} {clients:>2} clients: {s.get('completed_per_s', 0):7.0f} req/s  p50 {lat.get('p50_ms')} ms  p99 {lat.get('p99_ms')} ms  "
+      f"gateway {int(gw) / int(hz) * 1e6 / n:.0f} us/req  postgres {int(pg) / int(hz) * 1e6 / n:.0f} us/req  "
+      f"reconciled: {'yes' if rec and not rec.get('discrepancies') else 'NO'}")
+PY
+}
+
+for round in $(seq "$rounds"); do
+  if [ $((round % 2)) -eq 1 ]; then order="old new"; else order="new old"; fi
+  for label in $order; do run_cell "$label" "$out/gw-$label" 16 | tee -a "$out/report.txt"; done
+  for label in $order; do run_cell "$label" "$out/gw-$label" 1 | tee -a "$out/report.txt"; done
+done
+say "report: $out/report.txt"
