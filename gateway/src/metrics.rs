@@ -85,6 +85,11 @@ pub fn arrived() -> Instant {
     ARRIVED.try_with(|t| *t).unwrap_or_else(|_| Instant::now())
 }
 
+/// Runs `work` (in a task of its own) as part of the request that arrived at `at`.
+pub async fn arrived_at<F: std::future::Future>(at: Instant, work: F) -> F::Output {
+    ARRIVED.scope(at, work).await
+}
+
 /// Counts every answer by route template and status, and times it to its headers (a stream's length is
 /// the model's business, measured by the per-model histograms).
 pub async fn track(request: Request, next: Next) -> Response {

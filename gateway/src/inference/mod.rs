@@ -15,6 +15,7 @@ mod worker;
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use serde_json::Value;
+use tracing::Instrument as _;
 
 pub use prepare::{prepare, Prepared};
 
@@ -53,7 +54,20 @@ pub trait Dialect: Send + Sized + 'static {
 
 /// Serves one request in dialect `D`. After the credit hold every outcome has a cost record under the
 /// answer's id, and whatever goes out (answer, stream or error) names that id.
+///
+/// The work runs in its own tracked task: a client that leaves drops this future, and with it anything
+/// it awaits. Run inline, a client leaving between the credit hold and the worker's answer cancelled the
+/// request there: no record, and a hold left until it expired (seen when a loaded machine delayed the
+/// handler right after the hold). In a task, the request runs to its record whatever the client does,
+/// and graceful shutdown waits for it.
 pub async fn run<D: Dialect>(state: &AppState, caller: Caller, request: Value) -> Response {
+    let (task_state, arrived) = (state.clone(), crate::metrics::arrived());
+    let work = async move { serve::<D>(&task_state, caller, request).await };
+    let task = state.tasks.spawn(crate::metrics::arrived_at(arrived, work).in_current_span());
+    task.await.unwrap_or_else(|e| D::error(ApiError::Internal(format!("request task failed: {e}"))))
+}
+
+async fn serve<D: Dialect>(state: &AppState, caller: Caller, request: Value) -> Response {
     let id = D::new_id();
     let read = D::read(request, id.clone());
     let prepared = match read {

@@ -6,7 +6,6 @@ use std::time::Instant;
 use runaii_wire::ErrorBody;
 use rust_decimal::Decimal;
 use serde_json::Value;
-use tracing::Instrument as _;
 
 use super::Prepared;
 use crate::billing::{Ledger, Outcome, Tokens};
@@ -29,35 +28,27 @@ pub async fn open(state: &AppState, prepared: Prepared) -> Result<(Ledger, Upstr
     Err(reject(&ledger, error).await)
 }
 
-/// Runs a non-streamed request to its end and records it. The work runs in its own task: if the client
-/// goes away meanwhile, the answer is still metered and recorded.
+/// Runs a non-streamed request to its end and records it. (It runs in the request's own task, see
+/// `inference::run`: if the client goes away meanwhile, the answer is still metered and recorded.)
 ///
 /// # Errors
 /// As [`open`], or 503 when the cost record cannot be written (the answer is then not served).
 pub async fn finish_whole(state: &AppState, prepared: Prepared) -> Result<(Ledger, Value, Decimal), ApiError> {
-    let state = state.clone();
-    let task = state.tasks.clone().spawn(
-        async move {
-            let sent = Instant::now();
-            let (ledger, upstream) = open(&state, prepared).await?;
-            let answer: Value = match upstream.json().await {
-                Ok(answer) => answer,
-                Err(e) => return Err(reject(&ledger, ApiError::UpstreamFailed(format!("unreadable answer: {e}"))).await),
-            };
-            let upstream_time = sent.elapsed();
-            let mut answer = answer;
-            let tokens = Tokens::of_usage(&answer["usage"]);
-            let cost = ledger.record(Outcome::Succeeded(tokens)).await?;
-            // The answer's usage says what the record holds, cached tokens included.
-            tokens.write_usage(&mut answer["usage"]);
-            let metrics = crate::metrics::global();
-            metrics.worker_timings(&ledger.model.id, &answer["timings"]);
-            metrics.overhead(ledger.endpoint, ledger.started.elapsed(), upstream_time);
-            Ok((ledger, answer, cost))
-        }
-        .in_current_span(),
-    );
-    task.await.map_err(|e| ApiError::Internal(format!("completion task failed: {e}")))?
+    let sent = Instant::now();
+    let (ledger, upstream) = open(state, prepared).await?;
+    let mut answer: Value = match upstream.json().await {
+        Ok(answer) => answer,
+        Err(e) => return Err(reject(&ledger, ApiError::UpstreamFailed(format!("unreadable answer: {e}"))).await),
+    };
+    let upstream_time = sent.elapsed();
+    let tokens = Tokens::of_usage(&answer["usage"]);
+    let cost = ledger.record(Outcome::Succeeded(tokens)).await?;
+    // The answer's usage says what the record holds, cached tokens included.
+    tokens.write_usage(&mut answer["usage"]);
+    let metrics = crate::metrics::global();
+    metrics.worker_timings(&ledger.model.id, &answer["timings"]);
+    metrics.overhead(ledger.endpoint, ledger.started.elapsed(), upstream_time);
+    Ok((ledger, answer, cost))
 }
 
 async fn worker_error(upstream: Upstream) -> ApiError {
