@@ -283,7 +283,7 @@ EOF
   # One WAL flush on this disk, for "added p50 ≤ one WAL flush + 0.3 ms" (pg_test_fsync, Postgres' own tool).
   pg_test_fsync="$(ls /usr/lib/postgresql/*/bin/pg_test_fsync 2>/dev/null | tail -n 1)"
   if [ -n "$pg_test_fsync" ]; then
-    (cd "$out" && "$pg_test_fsync" -s 2 2>&1 | grep -m1 -E '^ +fdatasync' | sed 's/^ */pg_test_fsync: /' >>"$out/env.txt") || true
+    ("$pg_test_fsync" -s 2 -f "$out/fsync-test.tmp" 2>&1 | grep -m1 -E '^ +fdatasync' | sed 's/^ */pg_test_fsync: /' >>"$out/env.txt"; rm -f "$out/fsync-test.tmp") || true
   fi
 
   # What one request costs Postgres: transactions and rows per request over 2,000 requests (Postgres 15

@@ -134,6 +134,11 @@ pub struct Settings {
     /// within this many milliseconds on every replica.
     #[arg(long, env = "RUNAII_KEY_CACHE_MS", default_value_t = 2000)]
     pub key_cache_ms: u64,
+    /// How long the ledger writer may wait, in microseconds, for the records of non-streamed requests
+    /// whose workers are answering, so that they share one commit (0: never wait). It commits as soon as
+    /// all have arrived; a lone request never waits.
+    #[arg(long, env = "RUNAII_LEDGER_LINGER_US", default_value_t = 1000, value_parser = clap::value_parser!(u64).range(0..=100_000))]
+    pub ledger_linger_us: u64,
     /// How often statically configured workers are probed for health, in milliseconds.
     #[arg(long, env = "RUNAII_PROBE_MS", default_value_t = 1000)]
     pub probe_ms: u64,

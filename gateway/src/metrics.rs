@@ -36,6 +36,7 @@ pub struct Metrics {
     /// group size, the writes each WAL flush carries.
     pub ledger_commits: Counters<u64>,
     pub ledger_records: Counters<u64>,
+    pub ledger_waits: Counters<u64>,
     /// Credit holds by kind: `lease` (in memory, against this replica's lease) or `exact` (a round trip).
     pub credit_holds: Counters<u64>,
     /// Credit lease top-ups by outcome: `taken`, `none` (too little available), `failed`.
@@ -67,6 +68,7 @@ pub fn global() -> &'static Metrics {
         announcements_rejected: Counters::new(&["reason"]),
         ledger_commits: Counters::new(&["kind"]),
         ledger_records: Counters::new(&["kind"]),
+        ledger_waits: Counters::new(&["ended"]),
         credit_holds: Counters::new(&["kind"]),
         credit_lease_top_ups: Counters::new(&["outcome"]),
         routing: Counters::new(&["choice"]),
@@ -168,6 +170,11 @@ pub fn exposition(workers: &[WorkerStatus]) -> String {
         &mut out,
         "runaii_gateway_ledger_records_total",
         "Cost records written by the ledger writer, by kind of transaction.",
+    );
+    m.ledger_waits.write(
+        &mut out,
+        "runaii_gateway_ledger_waits_total",
+        "Commits that first waited for expected records, by how the wait ended (arrived: all of them; linger: the time was up; full, closed).",
     );
     m.credit_holds.write(
         &mut out,

@@ -68,7 +68,7 @@ impl AppState {
         Ok(Self(Arc::new(Shared {
             keys: Arc::new(KeyCache::new(Duration::from_millis(settings.key_cache_ms))),
             catalog: Arc::default(),
-            ledger: crate::billing::writer::LedgerWriter::start(db.clone()),
+            ledger: crate::billing::writer::LedgerWriter::start(db.clone(), Duration::from_micros(settings.ledger_linger_us)),
             leases: Arc::new(crate::billing::leases::Leases::new(db.clone(), replica_id)),
             registry: Arc::new(Registry::new(Arc::clone(&redis), db.clone(), http.clone(), secrets.clone())),
             limiter: Arc::new(Limiter::new(redis, settings.limits.on_redis_failure)),

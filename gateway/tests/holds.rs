@@ -175,7 +175,7 @@ async fn a_group_is_charged_in_order_and_one_bad_record_spoils_nothing() {
     assert_eq!((settled[0].charged, settled[0].shortfall), (d("0.0006"), Decimal::ZERO));
     assert_eq!((settled[1].charged, settled[1].shortfall), (d("0.0004"), d("0.0002")), "the second gets what the first left");
 
-    let writer = runaii_gateway::billing::writer::LedgerWriter::start(app.db.clone());
+    let writer = runaii_gateway::billing::writer::LedgerWriter::start(app.db.clone(), std::time::Duration::ZERO);
     let (a, again, b) =
         tokio::join!(writer.settle(record("g-3", "0")), writer.settle(record("g-1", "0")), writer.settle(record("g-4", "0")));
     assert!(a.is_ok() && b.is_ok(), "{a:?} {b:?}");

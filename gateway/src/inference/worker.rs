@@ -20,25 +20,33 @@ use crate::upstream::{self, Upstream};
 pub async fn open(state: &AppState, prepared: Prepared) -> Result<(Ledger, Upstream), ApiError> {
     let Prepared { ledger, body, .. } = prepared;
     let sent = upstream::send(state, ledger.caller.tenant_id, &ledger.model.id, &body, &ledger.request_id).await;
-    let error = match sent {
-        Ok(upstream) if upstream.response.status().is_success() => return Ok((ledger, upstream)),
-        Ok(upstream) => worker_error(upstream).await,
-        Err(e) => e,
-    };
-    Err(reject(&ledger, error).await)
+    match accepted(sent).await {
+        Ok(upstream) => Ok((ledger, upstream)),
+        Err(error) => Err(reject(&ledger, error).await),
+    }
 }
 
 /// Runs a non-streamed request to its end and records it. (It runs in the request's own task, see
 /// `inference::run`: if the client goes away meanwhile, the answer is still metered and recorded.)
 ///
+/// While the worker answers, the ledger writer expects this request's record: a group it is forming
+/// waits for it (`billing::writer`). The guard is dropped before the record is queued, so a request
+/// never waits for itself.
+///
 /// # Errors
 /// As [`open`], or 503 when the cost record cannot be written (the answer is then not served).
 pub async fn finish_whole(state: &AppState, prepared: Prepared) -> Result<(Ledger, Value, Decimal), ApiError> {
-    let sent = Instant::now();
-    let (ledger, upstream) = open(state, prepared).await?;
-    let mut answer: Value = match upstream.json().await {
+    let Prepared { ledger, body, .. } = prepared;
+    let (sent, expected) = (Instant::now(), ledger.writer.expect());
+    let upstream = upstream::send(state, ledger.caller.tenant_id, &ledger.model.id, &body, &ledger.request_id).await;
+    let answer = match accepted(upstream).await {
+        Ok(upstream) => upstream.json::<Value>().await.map_err(|e| ApiError::UpstreamFailed(format!("unreadable answer: {e}"))),
+        Err(error) => Err(error),
+    };
+    drop(expected);
+    let mut answer = match answer {
         Ok(answer) => answer,
-        Err(e) => return Err(reject(&ledger, ApiError::UpstreamFailed(format!("unreadable answer: {e}"))).await),
+        Err(error) => return Err(reject(&ledger, error).await),
     };
     let upstream_time = sent.elapsed();
     let tokens = Tokens::of_usage(&answer["usage"]);
@@ -49,6 +57,15 @@ pub async fn finish_whole(state: &AppState, prepared: Prepared) -> Result<(Ledge
     metrics.worker_timings(&ledger.model.id, &answer["timings"]);
     metrics.overhead(ledger.endpoint, ledger.started.elapsed(), upstream_time);
     Ok((ledger, answer, cost))
+}
+
+/// The worker's answer when it accepted the request; its refusal or failure as the gateway's error.
+async fn accepted(sent: Result<Upstream, ApiError>) -> Result<Upstream, ApiError> {
+    match sent {
+        Ok(upstream) if upstream.response.status().is_success() => Ok(upstream),
+        Ok(upstream) => Err(worker_error(upstream).await),
+        Err(e) => Err(e),
+    }
 }
 
 async fn worker_error(upstream: Upstream) -> ApiError {

@@ -68,6 +68,7 @@ pub fn test_settings(database_url: String) -> Settings {
         client_write_timeout_ms: 30_000,
         key_cache_ms: 300,
         probe_ms: 300,
+        ledger_linger_us: 1000,
         limits: LimitArgs {
             default_rpm: 10_000,
             default_tpm: 10_000_000,

@@ -1,0 +1,102 @@
+//! The ledger writer's groups: records it was told to expect share one commit; a record nobody is
+//! expected beside is committed at once; and the linger bounds how long a group waits.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{spawn_app, MODEL};
+use runaii_gateway::billing::writer::LedgerWriter;
+use runaii_gateway::db::costs::CostRecord;
+use rust_decimal::Decimal;
+use uuid::Uuid;
+
+/// A free record of the tenant (nothing to charge, so no hold is needed).
+async fn records_of(app: &common::TestApp, tenant: &str) -> (Uuid, impl Fn(&str) -> CostRecord) {
+    let tenant_id = common::grant(&app.db, tenant, "1").await;
+    let key_id: Uuid = sqlx::query_scalar("SELECT id FROM api_keys LIMIT 1").fetch_one(&app.db).await.unwrap();
+    let record = move |request_id: &str| CostRecord {
+        request_id: request_id.into(),
+        tenant_id,
+        api_key_id: key_id,
+        model: MODEL.into(),
+        endpoint: "chat.completions",
+        input_tokens: 1,
+        cached_tokens: 0,
+        output_tokens: 1,
+        cost: Decimal::ZERO,
+        status: "succeeded",
+        http_status: 200,
+        error_code: None,
+        latency_ms: 1,
+        leased: None,
+    };
+    (tenant_id, record)
+}
+
+/// The distinct transaction start times of the tenant's records: one per commit.
+async fn commits_of(app: &common::TestApp, tenant_id: Uuid) -> i64 {
+    sqlx::query_scalar("SELECT count(DISTINCT created_at) FROM cost_records WHERE tenant_id = $1")
+        .bind(tenant_id)
+        .fetch_one(&app.db)
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn expected_records_share_one_commit() {
+    let app = spawn_app().await;
+    let (tenant_id, record) = records_of(&app, "expected").await;
+    // A long linger: the group must end because every expected record arrived, not because time ran out.
+    let writer = LedgerWriter::start(app.db.clone(), Duration::from_secs(5));
+    let started = Instant::now();
+    let mut requests = Vec::new();
+    for i in 0..4u64 {
+        let (writer, record, expected) = (writer.clone(), record(&format!("x-{i}")), writer.expect());
+        requests.push(tokio::spawn(async move {
+            // Far apart: without the wait, each would be committed alone.
+            tokio::time::sleep(Duration::from_millis(40 * i)).await;
+            drop(expected);
+            writer.settle(record).await
+        }));
+    }
+    for request in requests {
+        request.await.unwrap().unwrap();
+    }
+    assert!(started.elapsed() < Duration::from_secs(2), "waited {:?}: past the last arrival", started.elapsed());
+    assert_eq!(commits_of(&app, tenant_id).await, 1, "four expected records, one transaction");
+}
+
+#[tokio::test]
+async fn a_record_nobody_is_expected_beside_is_committed_at_once() {
+    let app = spawn_app().await;
+    let (tenant_id, record) = records_of(&app, "alone").await;
+    let writer = LedgerWriter::start(app.db.clone(), Duration::from_secs(5));
+    for i in 0..3 {
+        let started = Instant::now();
+        writer.settle(record(&format!("a-{i}"))).await.unwrap();
+        assert!(started.elapsed() < Duration::from_secs(2), "a lone record waited {:?}", started.elapsed());
+    }
+    assert_eq!(commits_of(&app, tenant_id).await, 3);
+}
+
+#[tokio::test]
+async fn the_linger_bounds_the_wait_for_a_record_that_does_not_come() {
+    let app = spawn_app().await;
+    let (_, record) = records_of(&app, "late").await;
+    let linger = Duration::from_millis(300);
+    let writer = LedgerWriter::start(app.db.clone(), linger);
+    let waits = || runaii_gateway::metrics::global().ledger_waits.get(&["linger"]);
+    let before = waits();
+    // Expected, and still on its way when the other record is queued.
+    let late = writer.expect();
+    let started = Instant::now();
+    writer.settle(record("l-1")).await.unwrap();
+    let waited = started.elapsed();
+    assert!(waited >= linger, "committed after {waited:?}, before the linger");
+    assert!(waited < linger + Duration::from_secs(2), "committed after {waited:?}");
+    assert!(waits() > before, "the wait ended with the linger");
+    drop(late);
+}
