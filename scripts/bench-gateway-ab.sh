@@ -59,6 +59,9 @@ cpu_of() { # CPU seconds of the given pids (utime + stime)
   echo "$total"
 }
 
+# Transactions committed in the benchmark's database so far (every statement's, the ledger's and the rest).
+commits() { psql -X -q -d "$DATABASE_URL" -tAc "SELECT xact_commit FROM pg_stat_database WHERE datname = 'runaii_bench_ab'"; }
+
 run_cell() { # run_cell <label> <gateway binary> <clients>
   local label="$1" bin="$2" clients="$3" gw_pid pg_pids b_gw b_pg b_rd a_gw a_pg a_rd file
   "$bin" serve --listen "127.0.0.1:$gateway_port" --default-rpm 100000000 --default-tpm 4000000000 >>"$out/gateway-$label.log" 2>&1 &
@@ -67,21 +70,23 @@ run_cell() { # run_cell <label> <gateway binary> <clients>
   "$lt" --base-url "http://127.0.0.1:$gateway_port" --api-key-file "$out/api-key" --model mock-model --mix plain=1 \
     --concurrency 32 --requests 2000 --no-reconcile >/dev/null
   pg_pids="$(psql -X -q -d "$DATABASE_URL" -tAc "SELECT string_agg(pid::text, ' ') FROM pg_stat_activity WHERE datname = 'runaii_bench_ab' AND pid <> pg_backend_pid()")"
-  b_gw=$(cpu_of "$gw_pid"); b_pg=$(cpu_of $pg_pids); b_rd=$(cpu_of "$redis_pid")
+  b_gw=$(cpu_of "$gw_pid"); b_pg=$(cpu_of $pg_pids); b_rd=$(cpu_of "$redis_pid"); b_tx=$(commits)
   file="$out/$label-c$clients-$(date +%s).json"
   "$lt" --base-url "http://127.0.0.1:$gateway_port" --api-key-file "$out/api-key" --database-url "$DATABASE_URL" --settle-timeout 30s \
     --model mock-model --mix plain=1 --max-tokens 16 --timeout 30s --json --concurrency "$clients" --duration "${seconds}s" >"$file"
   a_gw=$(cpu_of "$gw_pid"); a_pg=$(cpu_of $pg_pids); a_rd=$(cpu_of "$redis_pid")
   kill -TERM "$gw_pid"; wait "$gw_pid" 2>/dev/null || true
-  python3 - "$file" "$label" "$clients" "$((a_gw - b_gw))" "$((a_pg - b_pg))" "$((a_rd - b_rd))" "$(getconf CLK_TCK)" <<'PY'
+  # Read once the gateway's connections have closed: a backend reports its counts when it exits.
+  sleep 1; a_tx=$(commits)
+  python3 - "$file" "$label" "$clients" "$((a_gw - b_gw))" "$((a_pg - b_pg))" "$((a_rd - b_rd))" "$(getconf CLK_TCK)" "$((a_tx - b_tx))" <<'PY'
 import json, sys
-file, label, clients, gw, pg, rd, hz = sys.argv[1:8]
+file, label, clients, gw, pg, rd, hz, tx = sys.argv[1:9]
 r = json.load(open(file)); s = r.get("summary") or r
 n = max(s.get("completed", 0), 1); lat = s.get("latency") or {}
 rec = r.get("reconciliation") or {}
 print(f"{label} {clients:>2} clients: {s.get('completed_per_s', 0):7.0f} req/s  p50 {lat.get('p50_ms')} ms  p99 {lat.get('p99_ms')} ms  "
       f"gateway {int(gw) / int(hz) * 1e6 / n:.0f} us/req  postgres {int(pg) / int(hz) * 1e6 / n:.0f} us/req  "
-      f"redis {int(rd) / int(hz) * 1e6 / n:.0f} us/req  "
+      f"redis {int(rd) / int(hz) * 1e6 / n:.0f} us/req  postgres commits {int(tx) / n:.3f}/req  "
       f"reconciled: {'yes' if rec and not rec.get('discrepancies') else 'NO'}")
 PY
 }
