@@ -10,7 +10,7 @@ mod common;
 use common::{admin_token, spawn_app, MODEL};
 use reqwest::Method;
 use runaii_gateway::billing::{worst_case_cost, worst_case_tokens};
-use runaii_gateway::db::costs::{self, CostRecord};
+use runaii_gateway::db::costs;
 use rust_decimal::Decimal;
 use serde_json::{json, Value};
 
@@ -81,22 +81,7 @@ async fn a_cost_above_the_hold_is_recorded_with_its_shortfall() {
     assert!(runaii_gateway::db::credits::hold(&app.db, tenant_id, "req-over", d("0.0004"), replica).await.unwrap());
     assert!(runaii_gateway::db::credits::hold(&app.db, tenant_id, "req-other", d("0.0005"), replica).await.unwrap());
 
-    let record = |request_id: &str, cost: &str| CostRecord {
-        request_id: request_id.into(),
-        tenant_id,
-        api_key_id: key_id,
-        model: MODEL.into(),
-        endpoint: "chat.completions",
-        input_tokens: 10,
-        cached_tokens: 0,
-        output_tokens: 10,
-        cost: d(cost),
-        status: "succeeded",
-        http_status: 200,
-        error_code: None,
-        latency_ms: 5,
-        leased: None,
-    };
+    let record = |request_id: &str, cost: &str| common::cost_record(request_id, tenant_id, key_id, d(cost));
     // Available to it: its hold (0.0004) and what no other hold reserves (0.0001).
     let settled = costs::settle(&app.db, &[record("req-over", "0.002")]).await.expect("recorded, not refused")[0];
     assert_eq!((settled.charged, settled.shortfall), (d("0.0005"), d("0.0015")));
@@ -155,22 +140,7 @@ async fn a_group_is_charged_in_order_and_one_bad_record_spoils_nothing() {
     let tenant_id = common::grant(&app.db, tenant, "0.001").await;
     let key_id: uuid::Uuid = sqlx::query_scalar("SELECT id FROM api_keys LIMIT 1").fetch_one(&app.db).await.unwrap();
     let d = |s: &str| s.parse::<Decimal>().unwrap();
-    let record = |request_id: &str, cost: &str| CostRecord {
-        request_id: request_id.into(),
-        tenant_id,
-        api_key_id: key_id,
-        model: MODEL.into(),
-        endpoint: "chat.completions",
-        input_tokens: 1,
-        cached_tokens: 0,
-        output_tokens: 1,
-        cost: d(cost),
-        status: "succeeded",
-        http_status: 200,
-        error_code: None,
-        latency_ms: 1,
-        leased: None,
-    };
+    let record = |request_id: &str, cost: &str| common::cost_record(request_id, tenant_id, key_id, d(cost));
     let settled = costs::settle(&app.db, &[record("g-1", "0.0006"), record("g-2", "0.0006")]).await.unwrap();
     assert_eq!((settled[0].charged, settled[0].shortfall), (d("0.0006"), Decimal::ZERO));
     assert_eq!((settled[1].charged, settled[1].shortfall), (d("0.0004"), d("0.0002")), "the second gets what the first left");

@@ -7,7 +7,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{spawn_app, MODEL};
+use common::spawn_app;
 use runaii_gateway::billing::writer::LedgerWriter;
 use runaii_gateway::db::costs::CostRecord;
 use rust_decimal::Decimal;
@@ -17,22 +17,7 @@ use uuid::Uuid;
 async fn records_of(app: &common::TestApp, tenant: &str) -> (Uuid, impl Fn(&str) -> CostRecord) {
     let tenant_id = common::grant(&app.db, tenant, "1").await;
     let key_id: Uuid = sqlx::query_scalar("SELECT id FROM api_keys LIMIT 1").fetch_one(&app.db).await.unwrap();
-    let record = move |request_id: &str| CostRecord {
-        request_id: request_id.into(),
-        tenant_id,
-        api_key_id: key_id,
-        model: MODEL.into(),
-        endpoint: "chat.completions",
-        input_tokens: 1,
-        cached_tokens: 0,
-        output_tokens: 1,
-        cost: Decimal::ZERO,
-        status: "succeeded",
-        http_status: 200,
-        error_code: None,
-        latency_ms: 1,
-        leased: None,
-    };
+    let record = move |request_id: &str| common::cost_record(request_id, tenant_id, key_id, Decimal::ZERO);
     (tenant_id, record)
 }
 

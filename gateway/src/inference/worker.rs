@@ -19,8 +19,7 @@ use crate::upstream::{self, Upstream};
 /// The worker's refusal or failure, or no ready worker.
 pub async fn open(state: &AppState, prepared: Prepared) -> Result<(Ledger, Upstream), ApiError> {
     let Prepared { ledger, body, .. } = prepared;
-    let sent = upstream::send(state, ledger.caller.tenant_id, &ledger.model.id, &body, &ledger.request_id).await;
-    match accepted(sent).await {
+    match send(state, &ledger, &body).await {
         Ok(upstream) => Ok((ledger, upstream)),
         Err(error) => Err(reject(&ledger, error).await),
     }
@@ -38,8 +37,7 @@ pub async fn open(state: &AppState, prepared: Prepared) -> Result<(Ledger, Upstr
 pub async fn finish_whole(state: &AppState, prepared: Prepared) -> Result<(Ledger, Value, Decimal), ApiError> {
     let Prepared { ledger, body, .. } = prepared;
     let (sent, expected) = (Instant::now(), ledger.writer.expect());
-    let upstream = upstream::send(state, ledger.caller.tenant_id, &ledger.model.id, &body, &ledger.request_id).await;
-    let answer = match accepted(upstream).await {
+    let answer = match send(state, &ledger, &body).await {
         Ok(upstream) => upstream.json::<Value>().await.map_err(|e| ApiError::UpstreamFailed(format!("unreadable answer: {e}"))),
         Err(error) => Err(error),
     };
@@ -59,9 +57,10 @@ pub async fn finish_whole(state: &AppState, prepared: Prepared) -> Result<(Ledge
     Ok((ledger, answer, cost))
 }
 
-/// The worker's answer when it accepted the request; its refusal or failure as the gateway's error.
-async fn accepted(sent: Result<Upstream, ApiError>) -> Result<Upstream, ApiError> {
-    match sent {
+/// Sends the request to a worker: its answer when it accepted the request; its refusal or failure (or
+/// no ready worker) as the gateway's error, not yet recorded.
+async fn send(state: &AppState, ledger: &Ledger, body: &Value) -> Result<Upstream, ApiError> {
+    match upstream::send(state, ledger.caller.tenant_id, &ledger.model.id, body, &ledger.request_id).await {
         Ok(upstream) if upstream.response.status().is_success() => Ok(upstream),
         Ok(upstream) => Err(worker_error(upstream).await),
         Err(e) => Err(e),

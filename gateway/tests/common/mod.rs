@@ -205,6 +205,32 @@ pub async fn grant(db: &PgPool, tenant: &str, amount: &str) -> uuid::Uuid {
 }
 
 /// An admin JWT signed with [`ADMIN_SECRET`].
+/// A succeeded record of one prompt and one output token, with no hold (`leased: None`): for tests that
+/// write cost records straight through `db::costs` or the ledger writer.
+pub fn cost_record(
+    request_id: &str,
+    tenant_id: uuid::Uuid,
+    api_key_id: uuid::Uuid,
+    cost: rust_decimal::Decimal,
+) -> runaii_gateway::db::costs::CostRecord {
+    runaii_gateway::db::costs::CostRecord {
+        request_id: request_id.into(),
+        tenant_id,
+        api_key_id,
+        model: MODEL.into(),
+        endpoint: "chat.completions",
+        input_tokens: 1,
+        cached_tokens: 0,
+        output_tokens: 1,
+        cost,
+        status: "succeeded",
+        http_status: 200,
+        error_code: None,
+        latency_ms: 1,
+        leased: None,
+    }
+}
+
 pub fn admin_token(roles: &[&str], tenant_id: Option<uuid::Uuid>) -> String {
     let exp = chrono::Utc::now().timestamp().unsigned_abs() + 3600;
     let claims =
