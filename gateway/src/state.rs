@@ -61,7 +61,14 @@ impl AppState {
     pub async fn new(settings: Settings) -> anyhow::Result<Self> {
         let admin = Verifier::from_args(&settings.admin)?.map(Arc::new);
         let db = crate::db::connect(&settings.db).await?;
-        let http = reqwest::Client::builder().connect_timeout(Duration::from_secs(2)).pool_idle_timeout(Duration::from_secs(30)).build()?;
+        // A worker's answer is the answer: a redirect is not followed. Followed, a worker (or whatever holds
+        // its address) could send a customer's prompt, or the gateway's probes, to any host the gateway can
+        // reach.
+        let http = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(2))
+            .pool_idle_timeout(Duration::from_secs(30))
+            .redirect(reqwest::redirect::Policy::none())
+            .build()?;
         let redis = Arc::new(RedisLink::new(settings.redis_url.expose()).await?);
         let secrets = settings.workers.secrets()?;
         let replica_id = uuid::Uuid::now_v7();

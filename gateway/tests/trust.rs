@@ -176,6 +176,36 @@ async fn an_answer_about_one_request_does_not_take_the_worker_out() {
     assert_eq!(calls.load(Ordering::SeqCst), 4);
 }
 
+/// A worker that answers with a redirect is not followed: the customer's prompt stays between the
+/// gateway and the worker it chose, the request fails as the worker's failure, and it is recorded at no
+/// cost. (Followed, as the HTTP client did by default, a 307 re-sent the prompt to the redirect's host,
+/// and a 303 made the gateway fetch any address a worker named.) A real worker never redirects, so this is
+/// a stand-in at the process boundary.
+#[tokio::test]
+async fn a_worker_redirect_is_not_followed() {
+    let app = spawn_app_with(|s| s.probe_ms = 3_600_000).await;
+    let (elsewhere, seen) = eavesdropper().await;
+    for code in [307u16, 303] {
+        let location = format!("{elsewhere}/v1/chat/completions");
+        let chat = axum::routing::post(move || async move {
+            (axum::http::StatusCode::from_u16(code).unwrap(), [("location", location)], "")
+        });
+        let model: &'static str = if code == 307 { "redirecting-307" } else { "redirecting-303" };
+        let url = stand_in_worker(model, chat).await;
+        let price = |s: &str| s.parse().unwrap();
+        app.upsert_model(model, (price("0.1"), price("0.3")), None).await;
+        configure_worker(&app, model, &url).await;
+        let req = json!({"model": model, "messages": [{"role": "user", "content": "a secret prompt"}], "max_tokens": 4});
+        let (status, body, request_id) = app.post_json("/v1/chat/completions", &req).await;
+        assert_eq!(status, 502, "{code}: {body}");
+        assert!(!body.to_string().contains(&elsewhere), "{code}: the redirect's target is not named: {body}");
+        let rows = app.cost_rows().await;
+        let row = rows.iter().find(|r| r.0 == request_id).unwrap_or_else(|| panic!("{code}: no record for {request_id}: {rows:?}"));
+        assert_eq!((row.1.as_str(), row.4), ("failed", rust_decimal::Decimal::ZERO), "{code}: {row:?}");
+    }
+    assert_eq!(seen.load(Ordering::SeqCst), 0, "the gateway followed a worker's redirect");
+}
+
 /// The reproduction on the real worker: `oneOf` branches that overlap (every integer is a
 /// number) used to pass the grammar as `anyOf`, fail the second layer with a 500, and take the worker
 /// out for everyone. Now such a schema is refused before a token, the worker keeps serving, and a `oneOf`

@@ -4,7 +4,7 @@
 //! Hand-written rather than a metrics crate because the set is small and one value must stay exact:
 //! cost is a decimal sum, and a float counter would drift from the ledger it mirrors.
 
-use std::collections::BTreeMap;
+use std::cmp::Ordering;
 use std::fmt::{Display, Write as _};
 use std::ops::AddAssign;
 use std::sync::{Mutex, PoisonError};
@@ -13,29 +13,67 @@ use std::time::Duration;
 /// Latency buckets in seconds: 0.5 ms to 60 s, dense where a gateway's overhead and a token's time live.
 pub const LATENCY_BUCKETS: [f64; 16] = [0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0];
 
+/// A family's series, sorted by their label values. Found with the caller's `&[&str]` as it is: a lookup
+/// allocates nothing (a map keyed by `Vec<String>` cost every update one `String` per label and the
+/// vector, some 40 allocations per request across the gateway's families). A new series is inserted once.
+#[derive(Debug)]
+struct Table<T>(Vec<(Vec<String>, T)>);
+
+impl<T> Table<T> {
+    const fn new() -> Self {
+        Self(Vec::new())
+    }
+
+    fn position(&self, label_values: &[&str]) -> Result<usize, usize> {
+        self.0.binary_search_by(|(values, _)| compare(values, label_values))
+    }
+
+    fn get(&self, label_values: &[&str]) -> Option<&T> {
+        self.position(label_values).ok().map(|at| &self.0[at].1)
+    }
+
+    fn entry(&mut self, label_values: &[&str], make: impl FnOnce() -> T) -> &mut T {
+        let at = match self.position(label_values) {
+            Ok(at) => at,
+            Err(at) => {
+                self.0.insert(at, (label_values.iter().map(|v| (*v).to_owned()).collect(), make()));
+                at
+            }
+        };
+        &mut self.0[at].1
+    }
+
+    fn iter(&self) -> impl Iterator<Item = &(Vec<String>, T)> {
+        self.0.iter()
+    }
+}
+
+/// The order of `Vec<String>` keys, against borrowed label values.
+fn compare(values: &[String], label_values: &[&str]) -> Ordering {
+    values.iter().map(String::as_str).cmp(label_values.iter().copied())
+}
+
 /// Counters keyed by their label values, in the order of the family's label names.
 #[derive(Debug)]
 pub struct Counters<V> {
     labels: &'static [&'static str],
-    values: Mutex<BTreeMap<Vec<String>, V>>,
+    values: Mutex<Table<V>>,
 }
 
 impl<V: Copy + Default + AddAssign + Display> Counters<V> {
     #[must_use]
     pub const fn new(labels: &'static [&'static str]) -> Self {
-        Self { labels, values: Mutex::new(BTreeMap::new()) }
+        Self { labels, values: Mutex::new(Table::new()) }
     }
 
     pub fn add(&self, label_values: &[&str], amount: V) {
-        let key = label_values.iter().map(|v| (*v).to_owned()).collect();
-        *self.values.lock().unwrap_or_else(PoisonError::into_inner).entry(key).or_default() += amount;
+        *self.values.lock().unwrap_or_else(PoisonError::into_inner).entry(label_values, V::default) += amount;
     }
 
     /// The value for these label values (zero when never added to).
     #[must_use]
     pub fn get(&self, label_values: &[&str]) -> V {
-        let key: Vec<String> = label_values.iter().map(|v| (*v).to_owned()).collect();
-        self.values.lock().unwrap_or_else(PoisonError::into_inner).get(&key).copied().unwrap_or_default()
+        self.values.lock().unwrap_or_else(PoisonError::into_inner).get(label_values).copied().unwrap_or_default()
     }
 
     pub fn write(&self, out: &mut String, name: &str, help: &str) {
@@ -59,20 +97,19 @@ struct Series {
 pub struct Histograms {
     labels: &'static [&'static str],
     bounds: &'static [f64],
-    series: Mutex<BTreeMap<Vec<String>, Series>>,
+    series: Mutex<Table<Series>>,
 }
 
 impl Histograms {
     #[must_use]
     pub const fn new(labels: &'static [&'static str], bounds: &'static [f64]) -> Self {
-        Self { labels, bounds, series: Mutex::new(BTreeMap::new()) }
+        Self { labels, bounds, series: Mutex::new(Table::new()) }
     }
 
     pub fn observe(&self, label_values: &[&str], took: Duration) {
         let secs = took.as_secs_f64();
-        let key = label_values.iter().map(|v| (*v).to_owned()).collect();
         let mut series = self.series.lock().unwrap_or_else(PoisonError::into_inner);
-        let s = series.entry(key).or_insert_with(|| Series { buckets: vec![0; self.bounds.len()], ..Series::default() });
+        let s = series.entry(label_values, || Series { buckets: vec![0; self.bounds.len()], ..Series::default() });
         for (bound, bucket) in self.bounds.iter().zip(s.buckets.iter_mut()) {
             if secs <= *bound {
                 *bucket += 1;
@@ -85,8 +122,7 @@ impl Histograms {
     /// How many observations these label values have.
     #[must_use]
     pub fn count(&self, label_values: &[&str]) -> u64 {
-        let key: Vec<String> = label_values.iter().map(|v| (*v).to_owned()).collect();
-        self.series.lock().unwrap_or_else(PoisonError::into_inner).get(&key).map_or(0, |s| s.count)
+        self.series.lock().unwrap_or_else(PoisonError::into_inner).get(label_values).map_or(0, |s| s.count)
     }
 
     pub fn write(&self, out: &mut String, name: &str, help: &str) {
@@ -153,5 +189,20 @@ mod tests {
         assert!(out.contains("lat_seconds_bucket{model=\"m\",le=\"+Inf\"} 3"), "{out}");
         assert!(out.contains("lat_seconds_sum{model=\"m\"} 1.005500"), "{out}");
         assert_eq!(h.count(&["m"]), 3);
+    }
+
+    #[test]
+    fn series_are_found_and_rendered_in_label_order() {
+        let c: Counters<u64> = Counters::new(&["a", "b"]);
+        for (a, b) in [("m", "z"), ("a", "y"), ("m", "b"), ("ab", "x"), ("a", "y")] {
+            c.add(&[a, b], 1);
+        }
+        assert_eq!(c.get(&["a", "y"]), 2);
+        assert_eq!(c.get(&["m", "b"]), 1);
+        assert_eq!(c.get(&["m", "c"]), 0, "an absent series reads zero");
+        let mut out = String::new();
+        c.write(&mut out, "n_total", "n");
+        let lines: Vec<&str> = out.lines().skip(2).collect();
+        assert_eq!(lines, ["n_total{a=\"a\",b=\"y\"} 2", "n_total{a=\"ab\",b=\"x\"} 1", "n_total{a=\"m\",b=\"b\"} 1", "n_total{a=\"m\",b=\"z\"} 1"]);
     }
 }
