@@ -1,5 +1,6 @@
 //! The ledger writer's groups: records it was told to expect share one commit; a record nobody is
-//! expected beside is committed at once; and the linger bounds how long a group waits.
+//! expected beside is committed at once; the linger bounds how long a group waits; and a request whose
+//! worker is still generating is not waited for.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -84,4 +85,47 @@ async fn the_linger_bounds_the_wait_for_a_record_that_does_not_come() {
     assert!(waited < linger + Duration::from_secs(2), "committed after {waited:?}");
     assert!(waits() > before, "the wait ended with the linger");
     drop(late);
+}
+
+/// A request whose worker is still generating is not expected yet: another request's record does not
+/// wait for it. (Expected from the moment it was sent, as before, a worker taking seconds held every
+/// other record to the linger.) A real worker cannot be made to take a chosen time, so a stand-in at the
+/// process boundary answers "slow" after 4 s and anything else at once.
+#[tokio::test]
+async fn a_record_does_not_wait_for_a_worker_still_generating() {
+    let linger = Duration::from_secs(3);
+    let app = common::spawn_app_with(|s| {
+        s.probe_ms = 3_600_000;
+        s.ledger_linger_us = u64::try_from(linger.as_micros()).unwrap();
+    })
+    .await;
+    let chat = axum::routing::post(|axum::Json(request): axum::Json<serde_json::Value>| async move {
+        if request["messages"][0]["content"] == "slow" {
+            tokio::time::sleep(Duration::from_secs(4)).await;
+        }
+        axum::Json(serde_json::json!({
+            "id": "x", "object": "chat.completion", "created": 0, "model": "stand-in",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": "{}"}, "finish_reason": "stop", "logprobs": null}],
+            "usage": {"prompt_tokens": 5, "completion_tokens": 2, "total_tokens": 7}
+        }))
+    });
+    let url = common::stand_in_worker("stand-in", chat).await;
+    let price = |s: &str| s.parse().unwrap();
+    app.upsert_model("stand-in", (price("0.1"), price("0.3")), None).await;
+    common::configure_worker(&app, "stand-in", &url).await;
+    let ask = |content: &str| serde_json::json!({"model": "stand-in", "messages": [{"role": "user", "content": content}], "max_tokens": 4});
+    let slow = {
+        let (base, key, body) = (app.base.clone(), app.key.clone(), ask("slow"));
+        tokio::spawn(async move { common::client().post(format!("{base}/v1/chat/completions")).bearer_auth(key).json(&body).send().await })
+    };
+    // The slow request is at its worker.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let started = Instant::now();
+    let (status, body, _) = app.post_json("/v1/chat/completions", &ask("fast")).await;
+    let took = started.elapsed();
+    assert_eq!(status, 200, "{body}");
+    assert!(took < Duration::from_secs(1), "the fast request's record waited {took:?} for the slow request's worker");
+    let slow = slow.await.unwrap().unwrap();
+    assert_eq!(slow.status(), 200);
+    assert_eq!(app.cost_rows().await.len(), 2, "both recorded");
 }

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{client, invoice_request, spawn_app, spawn_app_with, start_worker, MODEL};
+use common::{client, configure_worker, invoice_request, spawn_app, spawn_app_with, stand_in_worker, start_worker, MODEL};
 use futures::StreamExt;
 use redis::AsyncCommands;
 use runaii_wire::announcement::{self, WorkerStatus, REGISTRY_KEY};
@@ -100,32 +100,6 @@ async fn a_worker_that_dies_is_not_named_to_the_customer() {
     }
     assert!(!body.to_string().contains(&port), "no internal port anywhere in the body: {body}");
     assert!(!request_id.is_empty(), "the request id ties the error to the logged detail");
-}
-
-/// Configures `url` as the model's worker through the admin API (which probes at once) and waits until
-/// the gateway routes to it.
-async fn configure_worker(app: &common::TestApp, model: &str, url: &str) {
-    let token = common::admin_token(&["ops"], None);
-    let (status, body) =
-        app.admin(reqwest::Method::PATCH, &format!("/admin/v1/models/{model}"), &token, Some(&json!({"workers": [url]}))).await;
-    assert_eq!(status, 200, "{body}");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let m: Value = common::client()
-            .get(format!("{}/v1/models/{model}", app.base))
-            .bearer_auth(&app.key)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        if m["is_ready"] == true {
-            return;
-        }
-        assert!(Instant::now() < deadline, "{model} never became ready: {m}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
 }
 
 /// A stand-in worker that answers its first chat request with a 500 about that request, and every
@@ -423,18 +397,6 @@ async fn a_client_that_stops_reading_is_cut_and_billed_for_what_it_got() {
     assert_eq!(row.1, "cancelled", "{row:?}");
     assert!(row.3 > 0 && row.3 < chunks, "billed for what was delivered, not the whole answer: {row:?}");
     drop(socket);
-}
-
-/// Serves a stand-in worker for `model`: `/health` says it is ready, `/v1/chat/completions` is `chat`.
-async fn stand_in_worker(model: &'static str, chat: axum::routing::MethodRouter) -> String {
-    let health = json!({"status": "ok", "model": model, "slots": 4, "slots_busy": 0, "queue_depth": 0});
-    let app = axum::Router::new()
-        .route("/health", axum::routing::get(move || async move { axum::Json(health) }))
-        .route("/v1/chat/completions", chat);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    url
 }
 
 fn sse_chunk(content: &str, completion_tokens: i32) -> bytes::Bytes {

@@ -14,8 +14,9 @@ const UNTRACED: [&str; 2] = ["/health", "/metrics"];
 /// name server spans, continuing the caller's trace. Work the handler hands to spawned tasks stays in it
 /// when those tasks are instrumented with the current span (a stream keeps it open until its end).
 pub async fn trace_requests(request: Request, next: Next) -> Response {
-    let route = request.extensions().get::<MatchedPath>().map_or("unmatched", MatchedPath::as_str).to_owned();
-    if UNTRACED.contains(&route.as_str()) {
+    let matched = request.extensions().get::<MatchedPath>().cloned();
+    let route = matched.as_ref().map_or("unmatched", MatchedPath::as_str);
+    if UNTRACED.contains(&route) {
         return next.run(request).await;
     }
     let method = request.method().clone();

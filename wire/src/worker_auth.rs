@@ -83,6 +83,9 @@ impl From<String> for SecretText {
 /// The secrets in force: the first signs and sends, all are accepted. Never printed.
 struct Keys {
     secrets: Vec<Vec<u8>>,
+    /// Each secret's bearer token, made once: an HMAC and its hex per request otherwise, on the gateway
+    /// that sends it and on the worker that checks it.
+    bearers: Vec<String>,
 }
 
 impl Keys {
@@ -98,7 +101,8 @@ impl Keys {
             }
             secrets.push(line.as_bytes().to_vec());
         }
-        Ok(Self { secrets })
+        let bearers = secrets.iter().map(|s| bearer_token(s)).collect();
+        Ok(Self { secrets, bearers })
     }
 
     fn current(&self) -> &[u8] {
@@ -178,7 +182,8 @@ impl WorkerSecrets {
     /// `--api-key`, say) must be told to accept.
     #[must_use]
     pub fn bearer_token(&self) -> String {
-        bearer_token(self.keys().current())
+        let keys = self.keys();
+        keys.bearers.first().cloned().unwrap_or_else(|| bearer_token(keys.current()))
     }
 
     /// Whether `header` (the whole `Authorization` value) carries the bearer token of any accepted secret.
@@ -188,8 +193,8 @@ impl WorkerSecrets {
         let Some(token) = header.strip_prefix("Bearer ") else { return false };
         let keys = self.keys();
         let mut ok = subtle::Choice::from(0);
-        for secret in &keys.secrets {
-            ok |= bearer_token(secret).as_bytes().ct_eq(token.trim().as_bytes());
+        for bearer in &keys.bearers {
+            ok |= bearer.as_bytes().ct_eq(token.trim().as_bytes());
         }
         ok.into()
     }

@@ -16,7 +16,7 @@ use axum::extract::{Request, State};
 use axum::middleware::Next;
 use axum::response::Response;
 use http_body::{Frame, SizeHint};
-use tokio::time::Sleep;
+use tokio::time::{Instant, Sleep};
 
 use crate::extract::BodyDeadline;
 use crate::state::AppState;
@@ -24,14 +24,16 @@ use crate::state::AppState;
 pub(super) async fn read_in_time(State(state): State<AppState>, request: Request, next: Next) -> Response {
     let timeout_ms = state.settings.body_read_timeout_ms;
     let (parts, body) = request.into_parts();
-    let expires = Box::pin(tokio::time::sleep(Duration::from_millis(timeout_ms)));
-    next.run(Request::from_parts(parts, Body::new(Deadline { inner: body, expires, timeout_ms }))).await
+    let deadline = Instant::now() + Duration::from_millis(timeout_ms);
+    next.run(Request::from_parts(parts, Body::new(Deadline { inner: body, deadline, expires: None, timeout_ms }))).await
 }
 
-/// A body that fails with [`BodyDeadline`] once its time is up.
+/// A body that fails with [`BodyDeadline`] once its time is up. The timer is made only when the body
+/// first makes its reader wait: a body that came with its headers (most do) costs no timer.
 struct Deadline {
     inner: Body,
-    expires: Pin<Box<Sleep>>,
+    deadline: Instant,
+    expires: Option<Pin<Box<Sleep>>>,
     timeout_ms: u64,
 }
 
@@ -43,7 +45,9 @@ impl HttpBody for Deadline {
         if let Poll::Ready(frame) = Pin::new(&mut self.inner).poll_frame(cx) {
             return Poll::Ready(frame);
         }
-        if self.expires.as_mut().poll(cx).is_ready() {
+        let deadline = self.deadline;
+        let expires = self.expires.get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
+        if expires.as_mut().poll(cx).is_ready() {
             return Poll::Ready(Some(Err(axum::Error::new(BodyDeadline(self.timeout_ms)))));
         }
         Poll::Pending

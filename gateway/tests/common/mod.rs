@@ -5,14 +5,14 @@
 
 use std::path::PathBuf;
 use std::sync::OnceLock;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use runaii_gateway::config::{AdminArgs, DbArgs, LimitArgs, Settings, WorkerArgs};
 use runaii_gateway::db::models::ModelChange;
 use runaii_gateway::ops::{self, Actor};
 use runaii_gateway::ratelimit::RedisFailure;
 use runaii_gateway::Application;
-use serde_json::Value;
+use serde_json::{json, Value};
 use sqlx::PgPool;
 
 use runaii_testkit::WorkerProcess;
@@ -282,4 +282,42 @@ impl TestApp {
             .await
             .unwrap()
     }
+}
+
+/// Configures `url` as the model's worker through the admin API (which probes at once) and waits until
+/// the gateway routes to it.
+pub async fn configure_worker(app: &TestApp, model: &str, url: &str) {
+    let token = admin_token(&["ops"], None);
+    let (status, body) =
+        app.admin(reqwest::Method::PATCH, &format!("/admin/v1/models/{model}"), &token, Some(&json!({"workers": [url]}))).await;
+    assert_eq!(status, 200, "{body}");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let m: Value = client()
+            .get(format!("{}/v1/models/{model}", app.base))
+            .bearer_auth(&app.key)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        if m["is_ready"] == true {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{model} never became ready: {m}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Serves a stand-in worker for `model`: `/health` says it is ready, `/v1/chat/completions` is `chat`.
+pub async fn stand_in_worker(model: &'static str, chat: axum::routing::MethodRouter) -> String {
+    let health = json!({"status": "ok", "model": model, "slots": 4, "slots_busy": 0, "queue_depth": 0});
+    let app = axum::Router::new()
+        .route("/health", axum::routing::get(move || async move { axum::Json(health) }))
+        .route("/v1/chat/completions", chat);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    url
 }
