@@ -129,3 +129,19 @@ async fn a_record_does_not_wait_for_a_worker_still_generating() {
     assert_eq!(slow.status(), 200);
     assert_eq!(app.cost_rows().await.len(), 2, "both recorded");
 }
+
+/// A request is expected from its send only while its model's answers come within the linger: never for
+/// a model not yet seen, and no longer once its answers slow down.
+#[tokio::test]
+async fn requests_are_expected_from_their_send_only_while_their_model_answers_quickly() {
+    let app = spawn_app().await;
+    let writer = LedgerWriter::start(app.db.clone(), Duration::from_millis(2));
+    assert!(writer.sent("quick").is_none(), "a model with no answers yet is not waited for");
+    writer.answered("quick", Duration::from_micros(300));
+    assert!(writer.sent("quick").is_some(), "answers within the linger: expected from the send");
+    assert!(writer.sent("other").is_none(), "per model");
+    for _ in 0..30 {
+        writer.answered("quick", Duration::from_secs(2));
+    }
+    assert!(writer.sent("quick").is_none(), "a model whose answers take seconds is no longer waited for");
+}

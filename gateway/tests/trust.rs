@@ -161,9 +161,8 @@ async fn a_worker_redirect_is_not_followed() {
     let (elsewhere, seen) = eavesdropper().await;
     for code in [307u16, 303] {
         let location = format!("{elsewhere}/v1/chat/completions");
-        let chat = axum::routing::post(move || async move {
-            (axum::http::StatusCode::from_u16(code).unwrap(), [("location", location)], "")
-        });
+        let chat =
+            axum::routing::post(move || async move { (axum::http::StatusCode::from_u16(code).unwrap(), [("location", location)], "") });
         let model: &'static str = if code == 307 { "redirecting-307" } else { "redirecting-303" };
         let url = stand_in_worker(model, chat).await;
         let price = |s: &str| s.parse().unwrap();

@@ -203,6 +203,9 @@ mod tests {
         let mut out = String::new();
         c.write(&mut out, "n_total", "n");
         let lines: Vec<&str> = out.lines().skip(2).collect();
-        assert_eq!(lines, ["n_total{a=\"a\",b=\"y\"} 2", "n_total{a=\"ab\",b=\"x\"} 1", "n_total{a=\"m\",b=\"b\"} 1", "n_total{a=\"m\",b=\"z\"} 1"]);
+        assert_eq!(
+            lines,
+            ["n_total{a=\"a\",b=\"y\"} 2", "n_total{a=\"ab\",b=\"x\"} 1", "n_total{a=\"m\",b=\"b\"} 1", "n_total{a=\"m\",b=\"z\"} 1"]
+        );
     }
 }

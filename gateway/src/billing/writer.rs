@@ -3,14 +3,17 @@
 //! meanwhile. A request still answers only after its own record is durable.
 //!
 //! Before committing, the writer waits for records it knows are on their way: non-streamed requests
-//! whose worker is answering ([`LedgerWriter::expect`]). It commits as soon as every one of them has
+//! whose answer is coming ([`LedgerWriter::expect`]). It commits as soon as every one of them has
 //! queued its record, or after the linger (`RUNAII_LEDGER_LINGER_US`, about a millisecond) at most. A
 //! record nobody else is expected beside — one client, or only streams in flight — is committed at once:
-//! no timer is added where no group can form. Measured at 16 closed-loop clients against an instant
-//! worker, this halved the transactions per request (0.18 → 0.09) and cut Postgres' CPU per request by
-//! a fifth, at some of one replica's throughput (the clients of a group wait in step while it commits):
-//! Postgres' commits are what limit a fleet. Streams are not waited for: a stream's record comes when
-//! its last token does, seconds later.
+//! no timer is added where no group can form. A request is expected once its worker's answer begins to
+//! arrive, and from the moment it is sent only when its model's recent answers came within the linger
+//! ([`LedgerWriter::sent`]): a group can wait for an answer due in a millisecond, not for one a model is
+//! still generating (expected from the send, a real model's seconds held every other record to the
+//! linger). Measured at 16 closed-loop clients against an instant worker, waiting halved the
+//! transactions per request (0.18 → 0.09) and cut Postgres' CPU per request by a fifth, at some of one
+//! replica's throughput (the clients of a group wait in step while it commits): Postgres' commits are
+//! what limit a fleet. Streams are not waited for: a stream's record comes when its last token does.
 //!
 //! A group that fails (one bad record, or the database down) is retried one record at a time, so each
 //! request gets its own answer and one bad record never takes the others with it.
@@ -21,8 +24,9 @@
 //! connection goes back to the pool, whose test sees whether it still works, and the next group takes one
 //! again.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use sqlx::pool::PoolConnection;
@@ -47,6 +51,10 @@ pub struct LedgerWriter {
     jobs: mpsc::Sender<Job>,
     /// Records on their way ([`Expected`] guards alive).
     expected: Arc<AtomicUsize>,
+    linger: Duration,
+    /// Per model, how long its whole answers took lately (a moving average): whether a request just
+    /// sent will answer within the linger.
+    answer_times: Arc<Mutex<HashMap<String, Duration>>>,
 }
 
 /// A record that will be queued soon: the writer waits (up to its linger) for it while the guard lives.
@@ -75,14 +83,34 @@ impl LedgerWriter {
         let (jobs, queue) = mpsc::channel(QUEUE);
         let expected = Arc::new(AtomicUsize::new(0));
         tokio::spawn(run(db, queue, Arc::clone(&expected), linger));
-        Self { jobs, expected }
+        Self { jobs, expected, linger, answer_times: Arc::default() }
     }
 
-    /// Announces a record that will come soon (a non-streamed request sent to its worker): a group
-    /// being formed waits for it while the guard lives.
+    /// Announces a record that will come soon (a non-streamed request whose answer is arriving): a
+    /// group being formed waits for it while the guard lives.
     pub fn expect(&self) -> Expected {
         self.expected.fetch_add(1, Ordering::Relaxed);
         Expected(Arc::clone(&self.expected))
+    }
+
+    /// A non-streamed request of `model` was just sent to its worker: expected already when the
+    /// model's recent answers came within the linger, else only once its answer arrives.
+    pub fn sent(&self, model: &str) -> Option<Expected> {
+        let quick = self.answer_times.lock().unwrap_or_else(PoisonError::into_inner).get(model).is_some_and(|t| *t <= self.linger);
+        quick.then(|| self.expect())
+    }
+
+    /// How long a whole answer of `model` took from its send: what [`Self::sent`] judges by.
+    pub fn answered(&self, model: &str, took: Duration) {
+        let mut times = self.answer_times.lock().unwrap_or_else(PoisonError::into_inner);
+        match times.get_mut(model) {
+            // An eighth of each new answer: a few slow answers do not stop the waiting, a slower model
+            // stops it within some tens of answers.
+            Some(average) => *average = (*average * 7 + took) / 8,
+            None => {
+                times.insert(model.to_owned(), took);
+            }
+        }
     }
 
     /// Writes the record (with its group) and settles its hold: what was charged, once it is durable.

@@ -28,24 +28,28 @@ pub async fn open(state: &AppState, prepared: Prepared) -> Result<(Ledger, Upstr
 /// Runs a non-streamed request to its end and records it. (It runs in the request's own task, see
 /// `inference::run`: if the client goes away meanwhile, the answer is still metered and recorded.)
 ///
-/// Once the worker's answer has begun to arrive, the ledger writer expects this request's record: a
-/// group it is forming waits for it (`billing::writer`). Not before: a worker still generating may take
-/// seconds, and a group waiting for it would hold every other record to the writer's linger. A whole
-/// answer's headers come with its end, so from then on the record is a body read away. The guard is
-/// dropped before the record is queued, so a request never waits for itself.
+/// The ledger writer expects this request's record once the worker's answer begins to arrive (a whole
+/// answer's headers come with its end, so the record is a body read away), and from the send when the
+/// model's answers lately came within the writer's linger (`billing::writer`): a group it is forming
+/// waits for the record. The guards are dropped before the record is queued, so a request never waits
+/// for itself.
 ///
 /// # Errors
 /// As [`open`], or 503 when the cost record cannot be written (the answer is then not served).
 pub async fn finish_whole(state: &AppState, prepared: Prepared) -> Result<(Ledger, Value, Decimal), ApiError> {
     let Prepared { ledger, body, .. } = prepared;
-    let sent = Instant::now();
-    let answer = match send(state, &ledger, &body).await {
+    let (sent, early) = (Instant::now(), ledger.writer.sent(&ledger.model.id));
+    let upstream = send(state, &ledger, &body).await;
+    let expected = upstream.is_ok().then(|| ledger.writer.expect());
+    drop(early);
+    let answer = match upstream {
         Ok(upstream) => {
-            let _expected = ledger.writer.expect();
+            ledger.writer.answered(&ledger.model.id, sent.elapsed());
             upstream.json::<Value>().await.map_err(|e| ApiError::UpstreamFailed(format!("unreadable answer: {e}")))
         }
         Err(error) => Err(error),
     };
+    drop(expected);
     let mut answer = match answer {
         Ok(answer) => answer,
         Err(error) => return Err(reject(&ledger, error).await),

@@ -293,15 +293,8 @@ pub async fn configure_worker(app: &TestApp, model: &str, url: &str) {
     assert_eq!(status, 200, "{body}");
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        let m: Value = client()
-            .get(format!("{}/v1/models/{model}", app.base))
-            .bearer_auth(&app.key)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let m: Value =
+            client().get(format!("{}/v1/models/{model}", app.base)).bearer_auth(&app.key).send().await.unwrap().json().await.unwrap();
         if m["is_ready"] == true {
             return;
         }
