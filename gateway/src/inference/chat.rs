@@ -6,7 +6,7 @@ use bytes::Bytes;
 use rust_decimal::Decimal;
 use serde_json::{json, Value};
 
-use super::stream::{data_event, Events};
+use super::stream::{data_event, json_event, Events};
 use super::Dialect;
 use crate::billing::json_with_cost;
 use crate::error::ApiError;
@@ -64,7 +64,7 @@ impl Events for ChatChunks {
                 c.remove("usage");
             }
         }
-        vec![data_event(&chunk.to_string())]
+        vec![json_event(&chunk)]
     }
 
     fn complete(&mut self, usage_chunk: Value, cost: Decimal) -> Vec<Bytes> {
@@ -77,6 +77,6 @@ impl Events for ChatChunks {
     }
 
     fn error(&mut self, error: &ApiError) -> Vec<Bytes> {
-        vec![data_event(&json!(error.body()).to_string())]
+        vec![json_event(&json!(error.body()))]
     }
 }

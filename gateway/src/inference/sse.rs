@@ -12,6 +12,9 @@ use crate::upstream::body::next_within;
 pub struct SseReader<S> {
     inner: S,
     buffer: String,
+    /// Where the events not yet taken begin in `buffer`: taken events are dropped from its front once per
+    /// read, not once per event (a read often holds many).
+    start: usize,
     /// The start of a character split across two reads, kept until the rest arrives.
     partial: Vec<u8>,
     ended: bool,
@@ -29,7 +32,7 @@ where
     E: std::fmt::Display,
 {
     pub fn new(inner: S, idle: Duration) -> Self {
-        Self { inner, buffer: String::new(), partial: Vec::new(), ended: false, idle }
+        Self { inner, buffer: String::new(), start: 0, partial: Vec::new(), ended: false, idle }
     }
 
     /// The next event's data; `Ok(None)` at the end of the stream.
@@ -44,7 +47,7 @@ where
             if self.ended {
                 return Ok(None);
             }
-            if self.buffer.len() > MAX_EVENT_BYTES {
+            if self.buffer.len() - self.start > MAX_EVENT_BYTES {
                 return Err(format!("the worker sent an event larger than {MAX_EVENT_BYTES} bytes"));
             }
             match next_within(&mut self.inner, self.idle).await.map_err(|e| e.to_string())? {
@@ -57,6 +60,8 @@ where
     /// Appends bytes as text. A read may end inside a character: its first bytes wait for the next read
     /// rather than becoming U+FFFD.
     fn push(&mut self, bytes: &[u8]) {
+        self.buffer.drain(..self.start);
+        self.start = 0;
         self.partial.extend_from_slice(bytes);
         let valid = match std::str::from_utf8(&self.partial) {
             Ok(text) => text.len(),
@@ -65,20 +70,33 @@ where
             Err(_) => self.partial.len(),
         };
         let rest = self.partial.split_off(valid);
-        let text = String::from_utf8_lossy(&self.partial).replace("\r\n", "\n");
-        self.buffer.push_str(&text);
+        let text = String::from_utf8_lossy(&self.partial);
+        if text.contains('\r') {
+            self.buffer.push_str(&text.replace("\r\n", "\n"));
+        } else {
+            self.buffer.push_str(&text);
+        }
         self.partial = rest;
     }
 
     fn take_event(&mut self) -> Option<String> {
-        while let Some(end) = self.buffer.find("\n\n") {
-            let event: String = self.buffer.drain(..end + 2).collect();
-            let data: Vec<&str> = event.lines().filter_map(|l| l.strip_prefix("data:")).map(|d| d.strip_prefix(' ').unwrap_or(d)).collect();
-            if !data.is_empty() {
-                return Some(data.join("\n"));
+        loop {
+            let rest = &self.buffer[self.start..];
+            let end = rest.find("\n\n")?;
+            let mut lines = rest[..end].lines().filter_map(|l| l.strip_prefix("data:")).map(|d| d.strip_prefix(' ').unwrap_or(d));
+            let data = lines.next().map(|first| {
+                let mut data = first.to_owned();
+                for line in lines {
+                    data.push('\n');
+                    data.push_str(line);
+                }
+                data
+            });
+            self.start += end + 2;
+            if data.is_some() {
+                return data;
             }
         }
-        None
     }
 }
 
@@ -93,6 +111,17 @@ mod tests {
         let mut reader = SseReader::new(futures::stream::iter(parts), Duration::from_secs(1));
         assert_eq!(reader.next_data().await.unwrap().as_deref(), Some("{\"a\":1}"));
         assert_eq!(reader.next_data().await.unwrap().as_deref(), Some("[DONE]"));
+        assert_eq!(reader.next_data().await.unwrap(), None);
+    }
+
+    #[tokio::test]
+    async fn many_events_in_one_read_and_multi_line_data_come_out_in_order() {
+        let parts: Vec<Result<Bytes, std::io::Error>> =
+            vec![Ok(Bytes::from("data: 1\n\ndata: a\r\ndata:b\r\n\nid: 7\n\ndata: 2\n")), Ok(Bytes::from("\ndata: 3\n\n"))];
+        let mut reader = SseReader::new(futures::stream::iter(parts), Duration::from_secs(1));
+        for want in ["1", "a\nb", "2", "3"] {
+            assert_eq!(reader.next_data().await.unwrap().as_deref(), Some(want));
+        }
         assert_eq!(reader.next_data().await.unwrap(), None);
     }
 

@@ -56,6 +56,16 @@ pub fn data_event(data: &str) -> Bytes {
     Bytes::from(format!("data: {data}\n\n"))
 }
 
+/// One SSE event whose `data` is `value` as JSON, written straight into the event (no string of it first).
+#[must_use]
+pub fn json_event(value: &Value) -> Bytes {
+    let mut event = b"data: ".to_vec();
+    // Writing a `Value` into memory cannot fail: its keys are strings.
+    let _ = serde_json::to_writer(&mut event, value);
+    event.extend_from_slice(b"\n\n");
+    Bytes::from(event)
+}
+
 /// Whether a stream's answer was complete and recorded `succeeded`, known when its relay ends: attached
 /// to the streamed response, for whoever keeps the answer (an `Idempotency-Key`'s store).
 /// (Response extensions must be `Clone`; the receiver is taken out once, by the one who keeps the answer.)
