@@ -37,11 +37,7 @@ trap cleanup EXIT
 psql -X -q -d "${base_url%/*}/postgres" -c 'DROP DATABASE IF EXISTS runaii_bench_ab WITH (FORCE)' -c 'CREATE DATABASE runaii_bench_ab' >/dev/null
 redis-cli -u "$REDIS_URL" flushdb >/dev/null
 gw="$out/gw-new"
-RUST_LOG=error "$gw" migrate >/dev/null
-RUST_LOG=error "$gw" upsert-model --id mock-model --context-length 4096 --input-price 0.10 --output-price 0.30 \
-  --worker-url "http://127.0.0.1:$mock_port" >/dev/null
-RUST_LOG=error "$gw" create-key --tenant bench --name "ab-$(date +%s)" | tail -n 1 >"$out/api-key"
-RUST_LOG=error "$gw" grant-credits --tenant bench --amount 1000 >/dev/null
+bench_tenant "$gw" "$mock_port" "$out/api-key" ab
 
 "$CARGO_TARGET_DIR/release/mock-worker" --listen "127.0.0.1:$mock_port" --model mock-model --tokens 16 --tcp-nodelay >"$out/mock.log" 2>&1 &
 mock_pid=$!; pids+=("$mock_pid")

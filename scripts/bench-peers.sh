@@ -234,11 +234,7 @@ if [[ " $parts " == *" overhead "* ]]; then
     psql -X -q -d "${base_url%/*}/postgres" -c 'CREATE DATABASE runaii_bench' >/dev/null
   fi
   gw="$bin/runaii-gateway"
-  RUST_LOG=error "$gw" migrate >/dev/null
-  RUST_LOG=error "$gw" upsert-model --id mock-model --context-length 4096 --input-price 0.10 --output-price 0.30 \
-    --worker-url "http://127.0.0.1:$mock_port" >/dev/null
-  RUST_LOG=error "$gw" create-key --tenant bench --name "bench-$(date +%s)" | tail -n 1 >"$out/api-key"
-  RUST_LOG=error "$gw" grant-credits --tenant bench --amount 1000 >/dev/null
+  bench_tenant "$gw" "$mock_port" "$out/api-key" bench
 
   # TCP_NODELAY as the real worker sets it: otherwise every streamed chunk may wait on a delayed ACK (40 ms).
   "$bin/mock-worker" --listen "127.0.0.1:$mock_port" --model mock-model --tokens 16 --tcp-nodelay >"$out/mock.log" 2>&1 &

@@ -114,5 +114,16 @@ wait_http() {
   done
 }
 
+# bench_tenant <gateway binary> <mock port> <key file> <key name>: migrates $DATABASE_URL's database; in it
+# the mock model served at 127.0.0.1:<mock port> with the benchmarks' prices, and a tenant `bench` with
+# credit and a new key, written to <key file>. What every gateway-against-the-mock benchmark starts from.
+bench_tenant() {
+  RUST_LOG=error "$1" migrate >/dev/null
+  RUST_LOG=error "$1" upsert-model --id mock-model --context-length 4096 --input-price 0.10 --output-price 0.30 \
+    --worker-url "http://127.0.0.1:$2" >/dev/null
+  RUST_LOG=error "$1" create-key --tenant bench --name "$4-$(date +%s)" | tail -n 1 >"$3"
+  RUST_LOG=error "$1" grant-credits --tenant bench --amount 1000 >/dev/null
+}
+
 # Every build from these scripts compiles llama.cpp for the same CPU (see llama_cpu_env).
 llama_cpu_env

@@ -15,7 +15,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{admin_token, client, spawn_app, TestApp, MODEL};
+use common::{admin_token, client, spawn_app, wait_ready, TestApp, MODEL};
 use reqwest::Method;
 use runaii_testkit::sse_data;
 use rust_decimal::Decimal;
@@ -209,26 +209,7 @@ async fn worker_with_a_cache_hit(model: &'static str, hang: bool) -> String {
         };
         axum::response::IntoResponse::into_response(([("content-type", "text/event-stream")], body))
     });
-    let health = json!({"status": "ok", "model": model, "slots": 4, "slots_busy": 0, "queue_depth": 0});
-    let app = axum::Router::new()
-        .route("/health", axum::routing::get(move || async move { axum::Json(health) }))
-        .route("/v1/chat/completions", chat);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    url
-}
-
-async fn wait_ready(app: &TestApp, model: &str) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let m: Value = client().get(format!("{}/v1/models/{model}", app.base)).send().await.unwrap().json().await.unwrap();
-        if m["is_ready"] == true {
-            return;
-        }
-        assert!(Instant::now() < deadline, "{model} never became ready: {m}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    common::stand_in_worker(model, chat).await
 }
 
 #[tokio::test]

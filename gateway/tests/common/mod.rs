@@ -291,6 +291,11 @@ pub async fn configure_worker(app: &TestApp, model: &str, url: &str) {
     let (status, body) =
         app.admin(reqwest::Method::PATCH, &format!("/admin/v1/models/{model}"), &token, Some(&json!({"workers": [url]}))).await;
     assert_eq!(status, 200, "{body}");
+    wait_ready(app, model).await;
+}
+
+/// Waits until `/v1/models/{model}` says the model is ready (30 s at most).
+pub async fn wait_ready(app: &TestApp, model: &str) {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let m: Value =
@@ -299,7 +304,7 @@ pub async fn configure_worker(app: &TestApp, model: &str, url: &str) {
             return;
         }
         assert!(Instant::now() < deadline, "{model} never became ready: {m}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
 
