@@ -1,6 +1,6 @@
 //! The ledger writer's groups: records it was told to expect share one commit; a record nobody is
-//! expected beside is committed at once; the linger bounds how long a group waits; and a request whose
-//! worker is still generating is not waited for.
+//! expected beside is committed at once; the linger bounds how long a group waits; a group does not wait
+//! for records expected after it began; and a request whose worker is still generating is not waited for.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -85,6 +85,37 @@ async fn the_linger_bounds_the_wait_for_a_record_that_does_not_come() {
     assert!(waited < linger + Duration::from_secs(2), "committed after {waited:?}");
     assert!(waits() > before, "the wait ended with the linger");
     drop(late);
+}
+
+/// A group waits only for the records expected before it began. Under a steady stream of requests some
+/// record is always on its way; waiting for those too held every group to the linger (before this, the
+/// two records below waited the whole 3 s for a record expected after their group began).
+#[tokio::test]
+async fn a_group_does_not_wait_for_records_expected_after_it_began() {
+    let app = spawn_app().await;
+    let (tenant_id, record) = records_of(&app, "begun").await;
+    let writer = LedgerWriter::start(app.db.clone(), Duration::from_secs(3));
+    let before = writer.expect();
+    let started = Instant::now();
+    let first = tokio::spawn({
+        let (writer, record) = (writer.clone(), record("b-1"));
+        async move { writer.settle(record).await }
+    });
+    // The group of b-1 has begun and waits for `before`; another request is then sent.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let after = writer.expect();
+    drop(before);
+    writer.settle(record("b-2")).await.unwrap();
+    first.await.unwrap().unwrap();
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(2), "the group waited {took:?} for a record expected after it began");
+    assert_eq!(commits_of(&app, tenant_id).await, 1, "b-1 waited for b-2, expected before its group began");
+    // The later record is committed at once: nothing else was expected before its own group.
+    drop(after);
+    let started = Instant::now();
+    writer.settle(record("b-3")).await.unwrap();
+    assert!(started.elapsed() < Duration::from_secs(2), "b-3 waited {:?}", started.elapsed());
+    assert_eq!(commits_of(&app, tenant_id).await, 2);
 }
 
 /// A request whose worker is still generating is not expected yet: another request's record does not

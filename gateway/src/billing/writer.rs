@@ -6,7 +6,10 @@
 //! whose answer is coming ([`LedgerWriter::expect`]). It commits as soon as every one of them has
 //! queued its record, or after the linger (`RUNAII_LEDGER_LINGER_US`, about a millisecond) at most. A
 //! record nobody else is expected beside — one client, or only streams in flight — is committed at once:
-//! no timer is added where no group can form. A request is expected once its worker's answer begins to
+//! no timer is added where no group can form. Only records expected before the group began are waited
+//! for: under a steady stream of arrivals some request is always on its way, and waiting for those too
+//! held nearly every group to the linger (and tokio's millisecond timer rounds that up), the open loop's
+//! added latency at half the maximum rate. A request is expected once its worker's answer begins to
 //! arrive, and from the moment it is sent only when its model's recent answers came within the linger
 //! ([`LedgerWriter::sent`]): a group can wait for an answer due in a millisecond, not for one a model is
 //! still generating (expected from the send, a real model's seconds held every other record to the
@@ -49,23 +52,43 @@ struct Job {
 #[derive(Debug, Clone)]
 pub struct LedgerWriter {
     jobs: mpsc::Sender<Job>,
-    /// Records on their way ([`Expected`] guards alive).
-    expected: Arc<AtomicUsize>,
+    /// Records on their way ([`Expected`] guards alive), by generation.
+    expected: Arc<Expecting>,
     linger: Duration,
     /// Per model, how long its whole answers took lately (a moving average): whether a request just
     /// sent will answer within the linger.
     answer_times: Arc<Mutex<HashMap<String, Duration>>>,
 }
 
+/// The records on their way, counted in two generations: a guard counts in the generation current when
+/// it was made, and a group about to wait starts a new one, so it waits only for the guards made before
+/// it began. A guard left over from a group that stopped at its linger counts in the generation after
+/// next, which then waits for it too: it is older than that group, and the linger bounds the wait.
+#[derive(Debug, Default)]
+struct Expecting {
+    generation: AtomicUsize,
+    on_the_way: [AtomicUsize; 2],
+}
+
+impl Expecting {
+    /// Starts a new generation; the counter of the one that ended, which the group waits on.
+    fn begin_group(&self) -> &AtomicUsize {
+        &self.on_the_way[self.generation.fetch_add(1, Ordering::Relaxed) % 2]
+    }
+}
+
 /// A record that will be queued soon: the writer waits (up to its linger) for it while the guard lives.
 /// Dropped just before the record is queued, or when the request ends without one of its own.
 #[derive(Debug)]
 #[must_use = "the writer waits for the record while the guard lives"]
-pub struct Expected(Arc<AtomicUsize>);
+pub struct Expected {
+    expecting: Arc<Expecting>,
+    generation: usize,
+}
 
 impl Drop for Expected {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::Relaxed);
+        self.expecting.on_the_way[self.generation].fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -81,7 +104,7 @@ impl LedgerWriter {
     #[must_use]
     pub fn start(db: PgPool, linger: Duration) -> Self {
         let (jobs, queue) = mpsc::channel(QUEUE);
-        let expected = Arc::new(AtomicUsize::new(0));
+        let expected = Arc::new(Expecting::default());
         tokio::spawn(run(db, queue, Arc::clone(&expected), linger));
         Self { jobs, expected, linger, answer_times: Arc::default() }
     }
@@ -89,8 +112,10 @@ impl LedgerWriter {
     /// Announces a record that will come soon (a non-streamed request whose answer is arriving): a
     /// group being formed waits for it while the guard lives.
     pub fn expect(&self) -> Expected {
-        self.expected.fetch_add(1, Ordering::Relaxed);
-        Expected(Arc::clone(&self.expected))
+        // A group that begins between the load and the add does not wait for this record: it came after.
+        let generation = self.expected.generation.load(Ordering::Relaxed) % 2;
+        self.expected.on_the_way[generation].fetch_add(1, Ordering::Relaxed);
+        Expected { expecting: Arc::clone(&self.expected), generation }
     }
 
     /// A non-streamed request of `model` was just sent to its worker: expected already when the
@@ -124,7 +149,7 @@ impl LedgerWriter {
     }
 }
 
-async fn run(db: PgPool, mut queue: mpsc::Receiver<Job>, expected: Arc<AtomicUsize>, linger: Duration) {
+async fn run(db: PgPool, mut queue: mpsc::Receiver<Job>, expected: Arc<Expecting>, linger: Duration) {
     let mut held: Option<PoolConnection<Postgres>> = None;
     while let Some(first) = queue.recv().await {
         let mut group = vec![first];
@@ -139,10 +164,14 @@ async fn run(db: PgPool, mut queue: mpsc::Receiver<Job>, expected: Arc<AtomicUsi
     }
 }
 
-/// Adds the expected records to the group as they queue, until none is expected any more or `linger`
-/// has passed (tokio's timer rounds it up to its next millisecond).
-async fn gather(queue: &mut mpsc::Receiver<Job>, group: &mut Vec<Job>, expected: &AtomicUsize, linger: Duration) {
-    if linger.is_zero() || expected.load(Ordering::Relaxed) == 0 {
+/// Adds the records expected before the group began to it as they queue, until none of them is on its
+/// way any more or `linger` has passed (tokio's timer rounds it up to its next millisecond).
+async fn gather(queue: &mut mpsc::Receiver<Job>, group: &mut Vec<Job>, expecting: &Expecting, linger: Duration) {
+    if linger.is_zero() {
+        return;
+    }
+    let expected = expecting.begin_group();
+    if expected.load(Ordering::Relaxed) == 0 {
         return;
     }
     let deadline = tokio::time::sleep(linger);

@@ -40,8 +40,9 @@ pub async fn finish_whole(state: &AppState, prepared: Prepared) -> Result<(Ledge
     let Prepared { ledger, body, .. } = prepared;
     let (sent, early) = (Instant::now(), ledger.writer.sent(&ledger.model.id));
     let upstream = send(state, &ledger, &body).await;
-    let expected = upstream.is_ok().then(|| ledger.writer.expect());
-    drop(early);
+    // A request expected from its send stays expected under the same guard: a group begun since waits for
+    // the records expected before it began, this one among them.
+    let expected = upstream.is_ok().then(|| early.unwrap_or_else(|| ledger.writer.expect()));
     let answer = match upstream {
         Ok(upstream) => {
             ledger.writer.answered(&ledger.model.id, sent.elapsed());
