@@ -1,6 +1,6 @@
 //! The ledger writer's groups: records it was told to expect share one commit; a record nobody is
-//! expected beside is committed at once; the linger bounds how long a group waits; a group does not wait
-//! for records expected after it began; and a request whose worker is still generating is not waited for.
+//! expected beside is committed at once; the linger bounds how long a group waits; a group waits for two
+//! waves of expected records, not more; and a request whose worker is still generating is not waited for.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -87,34 +87,43 @@ async fn the_linger_bounds_the_wait_for_a_record_that_does_not_come() {
     drop(late);
 }
 
-/// A group waits only for the records expected before it began. Under a steady stream of requests some
-/// record is always on its way; waiting for those too held every group to the linger (before this, the
-/// two records below waited the whole 3 s for a record expected after their group began).
+/// A group waits for two waves of expected records at most: those expected before it began, then those
+/// expected while it waited for them. Under a steady stream of requests one more is always on its way;
+/// waiting until none was held every group to the linger (before this, the records below waited the
+/// whole 3 s for one expected during the second wave).
 #[tokio::test]
-async fn a_group_does_not_wait_for_records_expected_after_it_began() {
+async fn a_group_waits_for_two_waves_of_expected_records_not_more() {
     let app = spawn_app().await;
-    let (tenant_id, record) = records_of(&app, "begun").await;
+    let (tenant_id, record) = records_of(&app, "waves").await;
     let writer = LedgerWriter::start(app.db.clone(), Duration::from_secs(3));
-    let before = writer.expect();
+    let settle = |request_id: &str| {
+        let (writer, record) = (writer.clone(), record(request_id));
+        tokio::spawn(async move { writer.settle(record).await })
+    };
+    // Each sleep lets the writer take the record just queued and start waiting for the next wave.
+    let pause = || tokio::time::sleep(Duration::from_millis(200));
     let started = Instant::now();
-    let first = tokio::spawn({
-        let (writer, record) = (writer.clone(), record("b-1"));
-        async move { writer.settle(record).await }
-    });
-    // The group of b-1 has begun and waits for `before`; another request is then sent.
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    let after = writer.expect();
-    drop(before);
-    writer.settle(record("b-2")).await.unwrap();
-    first.await.unwrap().unwrap();
+    let first_wave = writer.expect();
+    let w0 = settle("w-0");
+    pause().await;
+    let second_wave = writer.expect();
+    drop(first_wave);
+    let w1 = settle("w-1");
+    pause().await;
+    let third_wave = writer.expect();
+    drop(second_wave);
+    let w2 = settle("w-2");
+    for w in [w0, w1, w2] {
+        w.await.unwrap().unwrap();
+    }
     let took = started.elapsed();
-    assert!(took < Duration::from_secs(2), "the group waited {took:?} for a record expected after it began");
-    assert_eq!(commits_of(&app, tenant_id).await, 1, "b-1 waited for b-2, expected before its group began");
-    // The later record is committed at once: nothing else was expected before its own group.
-    drop(after);
+    assert!(took < Duration::from_secs(2), "the group waited {took:?} for a third wave");
+    assert_eq!(commits_of(&app, tenant_id).await, 1, "both waves in the group");
+    // The third wave's record is committed at once: nothing else was expected before its own group.
+    drop(third_wave);
     let started = Instant::now();
-    writer.settle(record("b-3")).await.unwrap();
-    assert!(started.elapsed() < Duration::from_secs(2), "b-3 waited {:?}", started.elapsed());
+    settle("w-3").await.unwrap().unwrap();
+    assert!(started.elapsed() < Duration::from_secs(2), "w-3 waited {:?}", started.elapsed());
     assert_eq!(commits_of(&app, tenant_id).await, 2);
 }
 

@@ -6,10 +6,10 @@
 //! whose answer is coming ([`LedgerWriter::expect`]). It commits as soon as every one of them has
 //! queued its record, or after the linger (`RUNAII_LEDGER_LINGER_US`, about a millisecond) at most. A
 //! record nobody else is expected beside — one client, or only streams in flight — is committed at once:
-//! no timer is added where no group can form. Only records expected before the group began are waited
-//! for: under a steady stream of arrivals some request is always on its way, and waiting for those too
-//! held nearly every group to the linger (and tokio's millisecond timer rounds that up), the open loop's
-//! added latency at half the maximum rate. A request is expected once its worker's answer begins to
+//! no timer is added where no group can form. It waits for two waves at most: the records expected
+//! before the group began, then those expected while it waited for them. Under a steady stream of
+//! arrivals some request is always on its way; waiting until none was held a group to the linger (and
+//! tokio's millisecond timer rounds that up) whenever arrivals left no gap. A request is expected once its worker's answer begins to
 //! arrive, and from the moment it is sent only when its model's recent answers came within the linger
 //! ([`LedgerWriter::sent`]): a group can wait for an answer due in a millisecond, not for one a model is
 //! still generating (expected from the send, a real model's seconds held every other record to the
@@ -61,9 +61,9 @@ pub struct LedgerWriter {
 }
 
 /// The records on their way, counted in two generations: a guard counts in the generation current when
-/// it was made, and a group about to wait starts a new one, so it waits only for the guards made before
-/// it began. A guard left over from a group that stopped at its linger counts in the generation after
-/// next, which then waits for it too: it is older than that group, and the linger bounds the wait.
+/// it was made, and a group starts a new one before each wave it waits for, so it waits only for the
+/// guards made before that. A guard left over from a wave that stopped at the linger counts in the
+/// generation after next, which then waits for it too: it is older, and the linger bounds the wait.
 #[derive(Debug, Default)]
 struct Expecting {
     generation: AtomicUsize,
@@ -71,8 +71,8 @@ struct Expecting {
 }
 
 impl Expecting {
-    /// Starts a new generation; the counter of the one that ended, which the group waits on.
-    fn begin_group(&self) -> &AtomicUsize {
+    /// Starts a new generation; the counter of the one that ended, which the group's wave waits on.
+    fn begin_wave(&self) -> &AtomicUsize {
         &self.on_the_way[self.generation.fetch_add(1, Ordering::Relaxed) % 2]
     }
 }
@@ -164,21 +164,30 @@ async fn run(db: PgPool, mut queue: mpsc::Receiver<Job>, expected: Arc<Expecting
     }
 }
 
-/// Adds the records expected before the group began to it as they queue, until none of them is on its
-/// way any more or `linger` has passed (tokio's timer rounds it up to its next millisecond).
+/// Adds expected records to the group as they queue, in two waves: those expected before the group
+/// began, then those expected while it waited for the first wave; it commits when both have queued, or
+/// when `linger` has passed (tokio's timer rounds it up to its next millisecond). The second wave keeps
+/// a closed loop's groups whole: its clients resend at about the same time, and the last of them are
+/// sent just after the first record of the group queued. A third is not waited for: with requests
+/// arriving steadily there is always one more on its way.
 async fn gather(queue: &mut mpsc::Receiver<Job>, group: &mut Vec<Job>, expecting: &Expecting, linger: Duration) {
     if linger.is_zero() {
         return;
     }
-    let expected = expecting.begin_group();
-    if expected.load(Ordering::Relaxed) == 0 {
+    let mut wave = expecting.begin_wave();
+    if wave.load(Ordering::Relaxed) == 0 {
         return;
     }
+    let mut last_wave = false;
     let deadline = tokio::time::sleep(linger);
     tokio::pin!(deadline);
     let ended = loop {
-        if expected.load(Ordering::Relaxed) == 0 {
-            break "arrived";
+        if wave.load(Ordering::Relaxed) == 0 {
+            if last_wave {
+                break "arrived";
+            }
+            (wave, last_wave) = (expecting.begin_wave(), true);
+            continue;
         }
         if group.len() >= MAX_GROUP {
             break "full";
