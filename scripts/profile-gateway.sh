@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # One gateway binary behind the mock worker, for profiling and quick pairs (docs/benchmarks.md, stop 28):
 # prints req/s, p50/p99, the gateway's CPU per request, and the ledger writer's commits per request and
-# how its waits ended (runaii_gateway_ledger_waits_total) over one load cell; with PROFILE=perf it also
-# records `perf record --call-graph dwarf` of the gateway over the cell (.data/profile/perf.data). Run two
-# builds in turn to compare them; scripts/bench-gateway-ab.sh is the full A/B.
+# how its waits ended (runaii_gateway_ledger_waits_total), and how busy the whole machine was over one
+# load cell; with PROFILE=perf it also records `perf record --call-graph dwarf` of the gateway over the
+# cell (.data/profile/perf.data). Run two builds in turn to compare them; scripts/bench-gateway-ab.sh is
+# the full A/B.
 #
 #   scripts/profile-gateway.sh GATEWAY_BIN [CLIENTS|rRATE] [SECONDS] [MIX]
 #   scripts/profile-gateway.sh target/release/runaii-gateway 16 8           # 16 closed-loop clients
@@ -50,6 +51,10 @@ if [ "${load#r}" != "$load" ]; then mode=(--rate "${load#r}"); else mode=(--conc
 ledger() { curl -sf "http://127.0.0.1:$metrics_port/metrics" | grep -E '^runaii_gateway_ledger_(commits|waits)_total' || true; }
 ledger >"$out/ledger-before"
 before=$(awk '{print $14 + $15}' "/proc/$gw_pid/stat")
+# The whole machine's busy and total jiffies (load generator, mock and Postgres included): how much of the
+# two cores the cell used, which is what queueing grows with.
+machine() { awk '/^cpu /{print $2 + $3 + $4 + $7 + $8, $2 + $3 + $4 + $5 + $6 + $7 + $8}' /proc/stat; }
+machine_before=$(machine)
 if [ "${PROFILE:-}" = perf ]; then
   perf record -F 1000 --call-graph dwarf,32768 -o "$out/perf.data" -p "$gw_pid" -- sleep "$seconds" 2>/dev/null &
   perf_pid=$!
@@ -57,9 +62,10 @@ fi
 "$lt" --base-url "http://127.0.0.1:$gateway_port" --api-key-file "$out/api-key" --model mock-model --mix "$mix=1" \
   --max-tokens 16 --timeout 30s --json --no-reconcile "${mode[@]}" --duration "${seconds}s" >"$out/loadtest.json"
 after=$(awk '{print $14 + $15}' "/proc/$gw_pid/stat")
+machine_after=$(machine)
 ledger >"$out/ledger-after"
 [ -n "${perf_pid:-}" ] && { wait "$perf_pid" || true; say "profile: $out/perf.data (perf report -i $out/perf.data)"; }
-python3 - "$out/loadtest.json" "$((after - before))" "$(getconf CLK_TCK)" "$out/ledger-before" "$out/ledger-after" <<'PY'
+python3 - "$out/loadtest.json" "$((after - before))" "$(getconf CLK_TCK)" "$out/ledger-before" "$out/ledger-after" "$machine_before" "$machine_after" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1])); s = r.get("summary") or r
 n = max(s.get("completed", 0), 1); lat = s.get("latency") or {}
@@ -72,6 +78,8 @@ delta = {k: v - before.get(k, 0) for k, v in after.items()}
 commits = sum(v for k, v in delta.items() if k.startswith("runaii_gateway_ledger_commits_total"))
 ended = lambda name: name.split('ended="')[1].split('"')[0]
 waits = " ".join(f"{ended(k)} {v:.0f}" for k, v in sorted(delta.items()) if "waits" in k and v)
+(busy0, total0), (busy1, total1) = (map(int, a.split()) for a in sys.argv[6:8])
+busy = 100 * (busy1 - busy0) / max(total1 - total0, 1)
 print(f"{s.get('completed_per_s', 0):.0f} req/s  p50 {lat.get('p50_ms')} ms  p99 {lat.get('p99_ms')} ms  gateway {cpu_us:.0f} us/req"
-      f"  commits/req {commits / n:.3f}  waits ended: {waits or 'none'}")
+      f"  commits/req {commits / n:.3f}  waits ended: {waits or 'none'}  machine busy {busy:.0f}%")
 PY
