@@ -9,14 +9,15 @@
 //! no timer is added where no group can form. It waits for two waves at most: the records expected
 //! before the group began, then those expected while it waited for them. Under a steady stream of
 //! arrivals some request is always on its way; waiting until none was held a group to the linger (and
-//! tokio's millisecond timer rounds that up) whenever arrivals left no gap. A request is expected once its worker's answer begins to
-//! arrive, and from the moment it is sent only when its model's recent answers came within the linger
-//! ([`LedgerWriter::sent`]): a group can wait for an answer due in a millisecond, not for one a model is
-//! still generating (expected from the send, a real model's seconds held every other record to the
-//! linger). Measured at 16 closed-loop clients against an instant worker, waiting halved the
-//! transactions per request (0.18 → 0.09) and cut Postgres' CPU per request by a fifth, at some of one
-//! replica's throughput (the clients of a group wait in step while it commits): Postgres' commits are
-//! what limit a fleet. Streams are not waited for: a stream's record comes when its last token does.
+//! tokio's millisecond timer rounds that up) whenever arrivals left no gap. A request is expected once
+//! its worker's answer begins to arrive, and from the moment it is sent only when its model's recent
+//! answers came within the linger ([`LedgerWriter::sent`]): a group can wait for an answer due in a
+//! millisecond, not for one a model is still generating (expected from the send, a real model's seconds
+//! held every other record to the linger). Measured at 16 closed-loop clients against an instant
+//! worker, waiting halved the transactions per request (0.18 → 0.09) and cut Postgres' CPU per request
+//! by a fifth, at some of one replica's throughput (the clients of a group wait in step while it
+//! commits): Postgres' commits are what limit a fleet. Streams are not waited for: a stream's record
+//! comes when its last token does.
 //!
 //! A group that fails (one bad record, or the database down) is retried one record at a time, so each
 //! request gets its own answer and one bad record never takes the others with it.
