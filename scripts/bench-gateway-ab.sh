@@ -46,15 +46,6 @@ for _ in $(seq 100); do curl -sf "http://127.0.0.1:$mock_port/health" >/dev/null
 redis_pid="$(redis-cli -u "$REDIS_URL" info server | tr -d '\r' | awk -F: '$1 == "process_id" {print $2}')"
 [ -r "/proc/$redis_pid/stat" ] || die "cannot read Redis' CPU time (pid '$redis_pid'): is it on this machine?"
 
-cpu_of() { # CPU seconds of the given pids (utime + stime)
-  local total=0 p t
-  for p in "$@"; do
-    t=$(awk '{print $14 + $15}' "/proc/$p/stat" 2>/dev/null || echo 0)
-    total=$((total + t))
-  done
-  echo "$total"
-}
-
 # Transactions committed in the benchmark's database so far (every statement's, the ledger's and the rest).
 commits() { psql -X -q -d "$DATABASE_URL" -tAc "SELECT xact_commit FROM pg_stat_database WHERE datname = 'runaii_bench_ab'"; }
 
@@ -66,11 +57,11 @@ run_cell() { # run_cell <label> <gateway binary> <clients>
   "$lt" --base-url "http://127.0.0.1:$gateway_port" --api-key-file "$out/api-key" --model mock-model --mix plain=1 \
     --concurrency 32 --requests 2000 --no-reconcile >/dev/null
   pg_pids="$(psql -X -q -d "$DATABASE_URL" -tAc "SELECT string_agg(pid::text, ' ') FROM pg_stat_activity WHERE datname = 'runaii_bench_ab' AND pid <> pg_backend_pid()")"
-  b_gw=$(cpu_of "$gw_pid"); b_pg=$(cpu_of $pg_pids); b_rd=$(cpu_of "$redis_pid"); b_tx=$(commits)
+  b_gw=$(cpu_ticks "$gw_pid"); b_pg=$(cpu_ticks $pg_pids); b_rd=$(cpu_ticks "$redis_pid"); b_tx=$(commits)
   file="$out/$label-c$clients-$(date +%s).json"
   "$lt" --base-url "http://127.0.0.1:$gateway_port" --api-key-file "$out/api-key" --database-url "$DATABASE_URL" --settle-timeout 30s \
     --model mock-model --mix plain=1 --max-tokens 16 --timeout 30s --json --concurrency "$clients" --duration "${seconds}s" >"$file"
-  a_gw=$(cpu_of "$gw_pid"); a_pg=$(cpu_of $pg_pids); a_rd=$(cpu_of "$redis_pid")
+  a_gw=$(cpu_ticks "$gw_pid"); a_pg=$(cpu_ticks $pg_pids); a_rd=$(cpu_ticks "$redis_pid")
   kill -TERM "$gw_pid"; wait "$gw_pid" 2>/dev/null || true
   # Read once the gateway's connections have closed: a backend reports its counts when it exits.
   sleep 1; a_tx=$(commits)

@@ -114,6 +114,17 @@ wait_http() {
   done
 }
 
+# cpu_ticks <pid>...: the processes' CPU time so far, utime + stime in clock ticks (`getconf CLK_TCK` a
+# second); a process that is gone counts 0. What the benchmarks divide by requests for CPU per request.
+cpu_ticks() {
+  local total=0 p t
+  for p in "$@"; do
+    t=$(awk '{print $14 + $15}' "/proc/$p/stat" 2>/dev/null || echo 0)
+    total=$((total + t))
+  done
+  echo "$total"
+}
+
 # bench_tenant <gateway binary> <mock port> <key file> <key name>: migrates $DATABASE_URL's database; in it
 # the mock model served at 127.0.0.1:<mock port> with the benchmarks' prices, and a tenant `bench` with
 # credit and a new key, written to <key file>. What every gateway-against-the-mock benchmark starts from.

@@ -50,10 +50,12 @@ if [ "${load#r}" != "$load" ]; then mode=(--rate "${load#r}"); else mode=(--conc
 # The writer's counters, one `name{label} value` line each.
 ledger() { curl -sf "http://127.0.0.1:$metrics_port/metrics" | grep -E '^runaii_gateway_ledger_(commits|waits)_total' || true; }
 ledger >"$out/ledger-before"
-before=$(awk '{print $14 + $15}' "/proc/$gw_pid/stat")
+before=$(cpu_ticks "$gw_pid")
 # The whole machine's busy and total jiffies (load generator, mock and Postgres included): how much of the
-# two cores the cell used, which is what queueing grows with.
-machine() { awk '/^cpu /{print $2 + $3 + $4 + $7 + $8, $2 + $3 + $4 + $5 + $6 + $7 + $8}' /proc/stat; }
+# two cores the cell used, which is what queueing grows with. Busy as bench_peers.py's machine_busy counts
+# it (steal included: time the machine could not have); not that helper itself, which needs bench-peers'
+# virtualenv.
+machine() { awk '/^cpu /{print $2 + $3 + $4 + $7 + $8 + $9, $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9}' /proc/stat; }
 machine_before=$(machine)
 if [ "${PROFILE:-}" = perf ]; then
   perf record -F 1000 --call-graph dwarf,32768 -o "$out/perf.data" -p "$gw_pid" -- sleep "$seconds" 2>/dev/null &
@@ -61,7 +63,7 @@ if [ "${PROFILE:-}" = perf ]; then
 fi
 "$lt" --base-url "http://127.0.0.1:$gateway_port" --api-key-file "$out/api-key" --model mock-model --mix "$mix=1" \
   --max-tokens 16 --timeout 30s --json --no-reconcile "${mode[@]}" --duration "${seconds}s" >"$out/loadtest.json"
-after=$(awk '{print $14 + $15}' "/proc/$gw_pid/stat")
+after=$(cpu_ticks "$gw_pid")
 machine_after=$(machine)
 ledger >"$out/ledger-after"
 [ -n "${perf_pid:-}" ] && { wait "$perf_pid" || true; say "profile: $out/perf.data (perf report -i $out/perf.data)"; }

@@ -31,8 +31,8 @@ pub async fn open(state: &AppState, prepared: Prepared) -> Result<(Ledger, Upstr
 /// The ledger writer expects this request's record once the worker's answer begins to arrive (a whole
 /// answer's headers come with its end, so the record is a body read away), and from the send when the
 /// model's answers lately came within the writer's linger (`billing::writer`): a group it is forming
-/// waits for the record. The guards are dropped before the record is queued, so a request never waits
-/// for itself.
+/// waits for the record. The guard is dropped before the record is queued, so a request never waits for
+/// itself.
 ///
 /// # Errors
 /// As [`open`], or 503 when the cost record cannot be written (the answer is then not served).
