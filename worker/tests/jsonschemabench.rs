@@ -12,7 +12,7 @@
 //!
 //! `BENCH_REFUSALS=1 cargo test -p runaii-worker --test jsonschemabench -- --nocapture` lists each
 //! refused schema with its reason. `BENCH_DRY=0` sends `dry_multiplier: 0`, turning off the repetition
-//! guard constrained requests get by default (the "before" column of `docs/benchmarks.md`); `BENCH_CLOSE=0`
+//! guard constrained requests get by default (the "guards" table of `docs/benchmarks.md`); `BENCH_CLOSE=0`
 //! sends `close_before_limit: false`, turning off the closing bonus near `max_tokens` (`engine/closing.rs`).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
