@@ -10,7 +10,7 @@
 //! - Generation: every schema, sent to a running worker at `max_tokens` 300, yields schema-valid JSON, an
 //!   answer cut by max_tokens (reported as `length`), or a 400 refusal; never a 5xx.
 //!
-//! `BENCH_REFUSALS=1 cargo test -p runaii-worker --test jsonschemabench -- --nocapture` lists each
+//! `BENCH_REFUSALS=1 cargo test --workspace --test jsonschemabench -- --nocapture` lists each
 //! refused schema with its reason. `BENCH_DRY=0` sends `dry_multiplier: 0`, turning off the repetition
 //! guard constrained requests get by default (the "guards" table of `docs/benchmarks.md`); `BENCH_CLOSE=0`
 //! sends `close_before_limit: false`, turning off the closing bonus near `max_tokens` (`engine/closing.rs`).
