@@ -1,4 +1,4 @@
-//! The 200 real-world schemas of JSONSchemaBench (`../shared/jsonschemabench/`), against the real engine.
+//! The 200 real-world schemas of JSONSchemaBench (`data/jsonschemabench/`), against the real engine.
 //!
 //! - Schema support, checked directly: every schema compiles or is refused with a reason; for every
 //!   compiled one, the second-layer validator accepts the bench's valid instances and rejects its
@@ -12,7 +12,7 @@
 //!
 //! `BENCH_REFUSALS=1 cargo test -p runaii-worker --test jsonschemabench -- --nocapture` lists each
 //! refused schema with its reason. `BENCH_DRY=0` sends `dry_multiplier: 0`, turning off the repetition
-//! guard constrained requests get by default (the "before" column of `docs/benchmarks.md`); `BENCH_CLOSE=0`
+//! guard constrained requests get by default (the "guards" table of `docs/benchmarks.md`); `BENCH_CLOSE=0`
 //! sends `close_before_limit: false`, turning off the closing bonus near `max_tokens` (`engine/closing.rs`).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -35,9 +35,9 @@ struct Case {
 }
 
 fn cases() -> Vec<Case> {
-    let dir = runaii_testkit::repo_root().join("../shared/jsonschemabench/with_tests");
+    let dir = runaii_testkit::jsonschemabench_dir().join("with_tests");
     let mut entries: Vec<_> = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("{} not readable ({e}): the bench lives in shared/ beside the repo", dir.display()))
+        .unwrap_or_else(|e| panic!("{} not readable ({e})", dir.display()))
         .map(|e| e.unwrap().path())
         .filter(|p| p.extension().is_some_and(|x| x == "json"))
         .collect();
