@@ -21,8 +21,7 @@ pub fn messages(data: &[u8]) {
             let messages = chat["messages"].as_array().map_or(&[][..], Vec::as_slice);
             assert!(messages.len() >= turns + system, "{turns} turns and {system} system became {} messages", messages.len());
             for message in messages {
-                let calls = message["tool_calls"].as_array().is_some_and(|c| !c.is_empty());
-                assert!(message["role"].is_string() && (message["content"].is_string() || calls), "{message}");
+                check_chat_message(message);
             }
             let tools = request["tools"].as_array().map_or(0, Vec::len);
             assert_eq!(chat["tools"].as_array().map_or(0, Vec::len), tools, "tools lost or invented");

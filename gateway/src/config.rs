@@ -13,6 +13,7 @@ pub struct Cli {
 }
 
 #[derive(Debug, Subcommand)]
+#[allow(clippy::large_enum_variant, reason = "parsed once at start: the size of the settings is irrelevant")]
 pub enum Command {
     /// Serve the API.
     Serve(Settings),

@@ -150,7 +150,7 @@ pub fn check(request: &Map<String, Value>, rules: &[(&str, Rule)]) -> Result<(),
                 }
             }
             Rule::Only(accepted, why) if !accepted(value) => {
-                return Err(ApiError::UnsupportedParameter { name: (*name).to_owned(), why: *why, code: "unsupported_parameter" });
+                return Err(ApiError::UnsupportedParameter { name: (*name).to_owned(), why, code: "unsupported_parameter" });
             }
             Rule::Only(..) => {}
         }
