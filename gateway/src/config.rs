@@ -191,9 +191,10 @@ pub struct LimitArgs {
     /// Tokens (prompt + output) per minute for keys without their own limit.
     #[arg(long, env = "RUNAII_DEFAULT_TPM", default_value_t = 1_000_000)]
     pub default_tpm: u32,
-    /// While Redis is unreachable: `open` serves without rate limits (credits still bound spending),
-    /// `closed` answers 503 `rate_limiter_unavailable`.
-    #[arg(long, env = "RUNAII_RATE_LIMIT_ON_REDIS_FAILURE", value_enum, default_value_t = crate::ratelimit::RedisFailure::Open)]
+    /// While Redis is unreachable: `local` enforces this replica's share of every limit (the limit divided
+    /// by the live replicas) from memory, `closed` answers 503 `rate_limiter_unavailable`, `open` serves
+    /// without rate limits (credits still bound spending).
+    #[arg(long, env = "RUNAII_RATE_LIMIT_ON_REDIS_FAILURE", value_enum, default_value_t = crate::ratelimit::RedisFailure::Local)]
     pub on_redis_failure: crate::ratelimit::RedisFailure,
     /// How long an `Idempotency-Key` and its answer are kept, in hours (at least 24).
     #[arg(long, env = "RUNAII_IDEMPOTENCY_TTL_HOURS", default_value_t = 24, value_parser = clap::value_parser!(u32).range(24..))]
