@@ -41,6 +41,8 @@ pub struct Shared {
     pub catalog: Arc<crate::catalog::Catalog>,
     pub registry: Arc<Registry>,
     pub limiter: Arc<Limiter>,
+    /// Tenants' month spend, read for their monthly caps.
+    pub spend_caps: crate::ratelimit::spend_cap::SpendCaps,
     /// `None` when no admin JWT key is configured: the admin API then answers 503.
     pub admin: Option<Arc<Verifier>>,
     pub http: reqwest::Client,
@@ -81,6 +83,7 @@ impl AppState {
             leases: Arc::new(crate::billing::leases::Leases::new(db.clone(), replica_id)),
             registry: Arc::new(Registry::new(registry_redis, db.clone(), http.clone(), secrets.clone())),
             limiter: Arc::new(Limiter::new(limiter_redis, settings.limits.on_redis_failure)),
+            spend_caps: crate::ratelimit::spend_cap::SpendCaps::new(db.clone()),
             admin,
             secrets,
             db,

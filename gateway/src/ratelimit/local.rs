@@ -93,11 +93,11 @@ impl Local {
         }
         if pair.requests < 1.0 {
             let wait = ms_until(1.0 - pair.requests, share.requests_per_minute);
-            return Admission::Limited { quota: pair.quota(), retry_after_ms: wait.max(1), by_tokens: false };
+            return Admission::Limited { quota: pair.quota(), retry_after_ms: wait.max(1), by_tokens: false, by_tenant: false };
         }
         if pair.tokens < 1.0 {
             let wait = ms_until(1.0 - pair.tokens, share.tokens_per_minute);
-            return Admission::Limited { quota: pair.quota(), retry_after_ms: wait.max(1), by_tokens: true };
+            return Admission::Limited { quota: pair.quota(), retry_after_ms: wait.max(1), by_tokens: true, by_tenant: false };
         }
         pair.requests -= 1.0;
         Admission::Allowed(pair.quota())
@@ -111,6 +111,13 @@ impl Local {
             #[expect(clippy::cast_precision_loss, reason = "token counts far below 2^53")]
             let tokens = tokens as f64;
             pair.tokens -= tokens;
+        }
+    }
+
+    /// A request admitted here for an admission that another budget refused goes back to the share.
+    pub fn give_back(&mut self, bucket: Bucket) {
+        if let Some(pair) = self.buckets.get_mut(&bucket) {
+            pair.requests = f64::from(pair.share.requests_per_minute).min(pair.requests + 1.0);
         }
     }
 
@@ -144,7 +151,7 @@ mod tests {
         let t0 = Instant::now();
         let admitted = (0..10).filter(|_| allowed(local.admit(key, FOUR, 2, t0))).count();
         assert_eq!(admitted, 2, "4 a minute over 2 replicas");
-        let Admission::Limited { retry_after_ms, by_tokens, quota } = local.admit(key, FOUR, 2, t0) else { panic!("admitted") };
+        let Admission::Limited { retry_after_ms, by_tokens, quota, .. } = local.admit(key, FOUR, 2, t0) else { panic!("admitted") };
         assert_eq!((retry_after_ms, by_tokens, quota.limits.requests_per_minute), (30_000, false, 2));
         // Half a minute refills one of the two.
         assert!(allowed(local.admit(key, FOUR, 2, t0 + Duration::from_secs(30))));

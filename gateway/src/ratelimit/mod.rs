@@ -1,4 +1,7 @@
-//! Requests and tokens per minute, per API key, shared by every replica through one Redis script.
+//! Requests and tokens per minute, per API key and per tenant (its caps across all its keys), shared by
+//! every replica through one Redis script. A request of a tenant with caps is admitted against both
+//! budgets, in two calls made together; when one refuses, the request the other took goes back (`both.rs`).
+//! The tenant's buckets go through the same script, slices and shares as a key's.
 //!
 //! A request is admitted when the key has a request left and its token bucket is not in debt; the tokens
 //! a request used are taken when it ends (they are not known before). They are not sent on their own:
@@ -16,10 +19,14 @@
 //! (the default) enforces this replica's share of each limit from memory (`local.rs`), `closed` answers
 //! 503, and only `open`, asked for by name, serves without limits. The limiter has its own Redis link:
 //! nothing another use of Redis meets (the registry's, the console's) can switch its checks off.
+//!
+//! A tenant's monthly spend cap, checked against the month's cost records, is `spend_cap.rs`'s.
 
+mod both;
 mod headers;
 mod local;
 mod slices;
+pub mod spend_cap;
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{LazyLock, Mutex, MutexGuard, PoisonError};
@@ -33,6 +40,17 @@ pub use slices::SLICE_FOR;
 use crate::error::ApiError;
 use crate::redis_link::RedisLink;
 use slices::{Call, Plan, Reply, Slices};
+
+/// Where an admission came from, so that a request given back goes where it was taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Source {
+    /// Redis, now or ahead of need (a slice): `slices.rs` gives it back with the bucket's next call.
+    Redis,
+    /// This replica's share in memory.
+    Memory,
+    /// Nothing was taken (fail-open).
+    Unchecked,
+}
 
 /// Bump with any change to the script's keys or state layout.
 const VERSION: &str = "v2";
@@ -57,6 +75,8 @@ pub enum RedisFailure {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Bucket {
     Key(Uuid),
+    /// A tenant's caps, across all its keys.
+    Tenant(Uuid),
 }
 
 impl Bucket {
@@ -64,7 +84,22 @@ impl Bucket {
     fn redis_prefix(self) -> String {
         match self {
             Self::Key(id) => format!("runaii:rl:{VERSION}:{{{id}}}"),
+            Self::Tenant(id) => format!("runaii:rl:{VERSION}:{{tenant:{id}}}"),
         }
+    }
+}
+
+/// The budgets one request is admitted against: its key's, and its tenant's when the tenant has caps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Budgets {
+    pub key_id: Uuid,
+    pub key: Limits,
+    pub tenant: Option<(Uuid, Limits)>,
+}
+
+impl Budgets {
+    fn buckets(self) -> impl Iterator<Item = (Bucket, Limits)> {
+        std::iter::once((Bucket::Key(self.key_id), self.key)).chain(self.tenant.map(|(id, limits)| (Bucket::Tenant(id), limits)))
     }
 }
 
@@ -74,7 +109,7 @@ pub struct Limits {
     pub tokens_per_minute: u32,
 }
 
-/// A key's buckets after a check, for the `x-ratelimit-*` headers.
+/// A budget's buckets after a check, for the `x-ratelimit-*` headers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Quota {
     pub limits: Limits,
@@ -91,6 +126,8 @@ pub enum Admission {
         quota: Quota,
         retry_after_ms: u64,
         by_tokens: bool,
+        /// The tenant's cap refused, not the key's limit.
+        by_tenant: bool,
     },
     /// Redis was unavailable and the gateway was told to fail open: served, limits unknown.
     Unchecked(Limits),
@@ -124,18 +161,40 @@ impl Limiter {
     /// Takes one request from the key's budget: from the slice this replica holds when it has one,
     /// else from Redis.
     ///
+    /// A tenant with caps is checked at the same time; when one budget refuses, the request the other took
+    /// goes back to it.
+    ///
     /// # Errors
     /// [`ApiError::RateLimiterUnavailable`] when Redis is unavailable and the gateway fails closed.
     #[tracing::instrument(name = "rate limit", skip_all)]
-    pub async fn admit(&self, key_id: Uuid, limits: Limits) -> Result<Admission, ApiError> {
-        self.admit_one(Bucket::Key(key_id), limits).await
+    pub async fn admit(&self, budgets: Budgets) -> Result<Admission, ApiError> {
+        let key = Bucket::Key(budgets.key_id);
+        let Some((tenant_id, tenant_limits)) = budgets.tenant else {
+            return self.admit_one(key, budgets.key).await.map(|(admission, _)| admission);
+        };
+        let tenant = Bucket::Tenant(tenant_id);
+        let (by_key, by_tenant) = tokio::join!(self.admit_one(key, budgets.key), self.admit_one(tenant, tenant_limits));
+        let decided = both::decide(by_key, by_tenant);
+        if let Some((from_tenant, source)) = decided.give_back {
+            self.give_back(if from_tenant { tenant } else { key }, source);
+        }
+        decided.admission
     }
 
-    async fn admit_one(&self, bucket: Bucket, limits: Limits) -> Result<Admission, ApiError> {
+    /// One request goes back to a bucket that admitted it for a request another budget refused.
+    fn give_back(&self, bucket: Bucket, source: Source) {
+        match source {
+            Source::Redis => self.slices().give_back(bucket, Instant::now()),
+            Source::Memory => self.local().give_back(bucket),
+            Source::Unchecked => {}
+        }
+    }
+
+    async fn admit_one(&self, bucket: Bucket, limits: Limits) -> Result<(Admission, Source), ApiError> {
         let call = match self.slices().plan(bucket, limits, Instant::now()) {
             Plan::Local(quota) => {
                 crate::metrics::global().rate_limit_admissions.add(&["slice"], 1);
-                return Ok(Admission::Allowed(quota));
+                return Ok((Admission::Allowed(quota), Source::Redis));
             }
             Plan::Call(call) => call,
         };
@@ -149,40 +208,51 @@ impl Limiter {
         let quota = self.slices().answered(bucket, call, taken, Instant::now());
         let (Some(quota), Some([taken, requests, _, _, _, wait])) = (quota, reply) else {
             return match self.on_failure {
-                RedisFailure::Local => Ok(self.from_memory(bucket, limits)),
+                RedisFailure::Local => Ok((self.from_memory(bucket, limits), Source::Memory)),
                 RedisFailure::Closed => Err(ApiError::RateLimiterUnavailable),
-                RedisFailure::Open => Ok(Admission::Unchecked(limits)),
+                RedisFailure::Open => Ok((Admission::Unchecked(limits), Source::Unchecked)),
             };
         };
-        Ok(if taken >= 1 {
-            crate::metrics::global().rate_limit_admissions.add(&["redis"], 1);
-            Admission::Allowed(quota)
-        } else {
-            Admission::Limited { quota, retry_after_ms: u64::try_from(wait).unwrap_or(0).max(1), by_tokens: requests >= 1 }
-        })
+        let by_tenant = matches!(bucket, Bucket::Tenant(_));
+        Ok((
+            if taken >= 1 {
+                crate::metrics::global().rate_limit_admissions.add(&["redis"], 1);
+                Admission::Allowed(quota)
+            } else {
+                let retry_after_ms = u64::try_from(wait).unwrap_or(0).max(1);
+                Admission::Limited { quota, retry_after_ms, by_tokens: requests >= 1, by_tenant }
+            },
+            Source::Redis,
+        ))
     }
 
     /// This replica's share of the bucket, from memory.
     fn from_memory(&self, bucket: Bucket, limits: Limits) -> Admission {
         let replicas = self.replicas.load(Ordering::Relaxed);
-        let admission = self.local().admit(bucket, limits, replicas, Instant::now());
+        let mut admission = self.local().admit(bucket, limits, replicas, Instant::now());
+        if let Admission::Limited { by_tenant, .. } = &mut admission {
+            *by_tenant = matches!(bucket, Bucket::Tenant(_));
+        }
         if matches!(admission, Admission::Allowed(_)) {
             crate::metrics::global().rate_limit_admissions.add(&["memory"], 1);
         }
         admission
     }
 
-    /// Counts the tokens a finished request used: they go to Redis with the key's next call from here,
-    /// or within [`SPEND_FLUSH`], and from the key's share in memory when it is enforced there.
-    pub fn spend(&self, key_id: Uuid, limits: Limits, tokens: u64) {
+    /// Counts the tokens a finished request used, against its key and its tenant's caps: they go to Redis
+    /// with the bucket's next call from here, or within [`SPEND_FLUSH`], and from the bucket's share in
+    /// memory when it is enforced there.
+    pub fn spend(&self, budgets: Budgets, tokens: u64) {
         let now = Instant::now();
-        self.slices().spend(Bucket::Key(key_id), limits, tokens, now);
-        self.local().spend(Bucket::Key(key_id), tokens, now);
+        for (bucket, limits) in budgets.buckets() {
+            self.slices().spend(bucket, limits, tokens, now);
+            self.local().spend(bucket, tokens, now);
+        }
     }
 
-    /// Sends every key's unsent tokens and gives back the requests of slices past their time (of every
-    /// slice, when `all`: at shutdown). Best effort: tokens that cannot reach Redis wait for the next
-    /// call, as while Redis is down nothing is counted.
+    /// Sends every bucket's unsent tokens and gives back the requests of slices past their time (of every
+    /// slice, when `all`: at shutdown), and forgets the shares in memory that are full again. Best effort:
+    /// tokens that cannot reach Redis wait for the next call (meanwhile the shares in memory count them).
     pub async fn flush_due(&self, all: bool) {
         self.local().forget_full(Instant::now());
         let due = self.slices().due(Instant::now(), all);

@@ -211,6 +211,15 @@ impl Slices {
         calls
     }
 
+    /// A request taken for an admission that another budget refused: kept as unused, it is admitted from
+    /// memory by the bucket's next request within [`SLICE_FOR`] or given back with its next call.
+    pub fn give_back(&mut self, bucket: Bucket, now: Instant) {
+        if let Some(key) = self.keys.get_mut(&bucket) {
+            key.left += 1;
+            key.until = key.until.max(now + SLICE_FOR);
+        }
+    }
+
     /// A flush's call failed: its tokens wait for the next one (its unused requests are lost, and the
     /// bucket refills them).
     pub fn unsent(&mut self, key_id: Bucket, call: Call, now: Instant) {
