@@ -208,7 +208,7 @@ impl Limiter {
         let quota = self.slices().answered(bucket, call, taken, Instant::now());
         let (Some(quota), Some([taken, requests, _, _, _, wait])) = (quota, reply) else {
             return match self.on_failure {
-                RedisFailure::Local => Ok((self.from_memory(bucket, limits), Source::Memory)),
+                RedisFailure::Local => Ok((self.admit_from_memory(bucket, limits), Source::Memory)),
                 RedisFailure::Closed => Err(ApiError::RateLimiterUnavailable),
                 RedisFailure::Open => Ok((Admission::Unchecked(limits), Source::Unchecked)),
             };
@@ -227,7 +227,7 @@ impl Limiter {
     }
 
     /// This replica's share of the bucket, from memory.
-    fn from_memory(&self, bucket: Bucket, limits: Limits) -> Admission {
+    fn admit_from_memory(&self, bucket: Bucket, limits: Limits) -> Admission {
         let replicas = self.replicas.load(Ordering::Relaxed);
         let mut admission = self.local().admit(bucket, limits, replicas, Instant::now());
         if let Admission::Limited { by_tenant, .. } = &mut admission {
