@@ -49,6 +49,9 @@ pub struct Metrics {
     /// replica took ahead of need). Their ratio is the Redis round trips a request costs.
     pub rate_limit_calls: Counters<u64>,
     pub rate_limit_admissions: Counters<u64>,
+    /// Requests refused at their tenant's cap on requests in flight, by where the count was kept
+    /// (`redis`, or `local` while Redis is unavailable).
+    pub concurrency_refusals: Counters<u64>,
 }
 
 #[must_use]
@@ -74,6 +77,7 @@ pub fn global() -> &'static Metrics {
         routing: Counters::new(&["choice"]),
         rate_limit_calls: Counters::new(&["mode"]),
         rate_limit_admissions: Counters::new(&["source"]),
+        concurrency_refusals: Counters::new(&["source"]),
     })
 }
 
@@ -202,6 +206,11 @@ pub fn exposition(workers: &[WorkerStatus]) -> String {
         &mut out,
         "runaii_gateway_rate_limit_admissions_total",
         "Requests admitted by the rate limiter, by source (redis: a call; slice: from requests this replica took ahead of need).",
+    );
+    m.concurrency_refusals.write(
+        &mut out,
+        "runaii_gateway_concurrency_refusals_total",
+        "Requests refused at their tenant's cap on requests in flight, by where the count was kept (redis; local: Redis unavailable).",
     );
 
     let mut ready = std::collections::BTreeMap::<String, (u64, u64, u64)>::new();

@@ -41,6 +41,8 @@ pub struct Shared {
     pub catalog: Arc<crate::catalog::Catalog>,
     pub registry: Arc<Registry>,
     pub limiter: Arc<Limiter>,
+    /// Each tenant's requests in flight, against its cap (`concurrency`).
+    pub concurrency: Arc<crate::concurrency::Concurrency>,
     /// `None` when no admin JWT key is configured: the admin API then answers 503.
     pub admin: Option<Arc<Verifier>>,
     pub http: reqwest::Client,
@@ -72,12 +74,14 @@ impl AppState {
         let redis = Arc::new(RedisLink::new(settings.redis_url.expose()).await?);
         let secrets = settings.workers.secrets()?;
         let replica_id = uuid::Uuid::now_v7();
+        let tasks = tokio_util::task::TaskTracker::new();
         Ok(Self(Arc::new(Shared {
             keys: Arc::new(KeyCache::new(Duration::from_millis(settings.key_cache_ms))),
             catalog: Arc::default(),
             ledger: crate::billing::writer::LedgerWriter::start(db.clone(), Duration::from_micros(settings.ledger_linger_us)),
             leases: Arc::new(crate::billing::leases::Leases::new(db.clone(), replica_id)),
             registry: Arc::new(Registry::new(Arc::clone(&redis), db.clone(), http.clone(), secrets.clone())),
+            concurrency: crate::concurrency::Concurrency::new(Arc::clone(&redis), tasks.clone()),
             limiter: Arc::new(Limiter::new(redis, settings.limits.on_redis_failure)),
             admin,
             secrets,
@@ -85,7 +89,7 @@ impl AppState {
             http,
             settings: Arc::new(settings),
             replica_id,
-            tasks: tokio_util::task::TaskTracker::new(),
+            tasks,
         })))
     }
 }

@@ -1,7 +1,8 @@
-//! Admins: tenants, API keys (the secret is shown once), credit grants, access to private models.
-//! Tenants can also be read by finance. A token confined to a tenant reads only that one and manages only
-//! its keys: minting credit and granting models are for unconfined admins (a tenant's own token must not
-//! be able to give it money or another tenant's private model).
+//! Admins: tenants, API keys (the secret is shown once), credit grants, access to private models, a
+//! tenant's cap on requests in flight. Tenants can also be read by finance. A token confined to a tenant
+//! reads only that one and manages only its keys: minting credit, granting models and changing caps are
+//! for unconfined admins (a tenant's own token must not be able to give it money, another tenant's
+//! private model, or a larger share of the fleet).
 
 use axum::extract::rejection::JsonRejection;
 use axum::extract::{Json, State};
@@ -120,6 +121,41 @@ pub(super) async fn create(
     claims.require_unconfined(Role::Admin)?;
     let new = body(new, state.settings.max_body_bytes)?;
     Ok(Json(ops::tenants::create(&state.db, actor(&claims), &new.name).await?))
+}
+
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct TenantChange {
+    /// Requests the tenant may have in flight at once, over every gateway replica: 1 to 100000.
+    #[schema(minimum = 1, maximum = 100_000)]
+    max_concurrent_requests: u32,
+}
+
+#[utoipa::path(
+    patch,
+    path = "/admin/v1/tenants/{id}",
+    tag = "admin",
+    operation_id = "adminUpdateTenant",
+    summary = "Change a tenant's cap on requests in flight",
+    description = "Role: admin, with a token not confined to a tenant. Every replica applies it within the key cache's lifetime.",
+    params(("id" = Uuid, Path, description = "The tenant's id")),
+    request_body(content = TenantChange, content_type = "application/json"),
+    security(("admin_jwt" = [])),
+    responses(
+        (status = 200, description = "The tenant", body = Tenant),
+        crate::apidoc::errors::AdminLookupErrors,
+    )
+)]
+pub(super) async fn update(
+    State(state): State<AppState>,
+    claims: Claims,
+    Path(id): Path<Uuid>,
+    change: Result<Json<TenantChange>, JsonRejection>,
+) -> Result<Json<Tenant>, ApiError> {
+    // A tenant's share of the fleet is the operator's to give, like its credit.
+    claims.require_unconfined(Role::Admin)?;
+    let change = body(change, state.settings.max_body_bytes)?;
+    Ok(Json(ops::tenants::set_max_concurrent(&state.db, actor(&claims), id, change.max_concurrent_requests).await?))
 }
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]

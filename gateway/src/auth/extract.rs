@@ -28,6 +28,8 @@ pub struct Caller {
     pub key_id: Uuid,
     /// The key's own limits, or the gateway's defaults.
     pub limits: Limits,
+    /// The tenant's cap on requests in flight (`concurrency`).
+    pub max_concurrent: u32,
 }
 
 /// Compared against when the public id is unknown, so a miss costs the same hash and compare as a hit.
@@ -57,7 +59,8 @@ where
             requests_per_minute: own(row.rpm_limit).unwrap_or(check.defaults.requests_per_minute),
             tokens_per_minute: own(row.tpm_limit).unwrap_or(check.defaults.tokens_per_minute),
         };
-        Ok(Self { tenant_id: row.tenant_id, key_id: row.id, limits })
+        let max_concurrent = u32::try_from(row.tenant_max_concurrent).unwrap_or(1).max(1);
+        Ok(Self { tenant_id: row.tenant_id, key_id: row.id, limits, max_concurrent })
     }
 }
 

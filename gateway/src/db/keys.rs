@@ -14,14 +14,20 @@ pub struct KeyRow {
     pub revoked_at: Option<DateTime<Utc>>,
     pub rpm_limit: Option<i32>,
     pub tpm_limit: Option<i32>,
+    /// The key's tenant's cap on requests in flight.
+    pub tenant_max_concurrent: i32,
 }
 
+/// The key with what authentication needs of its tenant.
+///
 /// # Errors
 /// Database errors.
 pub async fn find(db: &PgPool, public_id: &str) -> Result<Option<KeyRow>, sqlx::Error> {
     sqlx::query_as!(
         KeyRow,
-        "SELECT id, tenant_id, secret_hash, expires_at, revoked_at, rpm_limit, tpm_limit FROM api_keys WHERE public_id = $1",
+        r#"SELECT k.id, k.tenant_id, k.secret_hash, k.expires_at, k.revoked_at, k.rpm_limit, k.tpm_limit,
+                  t.max_concurrent_requests AS "tenant_max_concurrent!"
+           FROM api_keys k JOIN tenants t ON t.id = k.tenant_id WHERE k.public_id = $1"#,
         public_id,
     )
     .fetch_optional(db)

@@ -21,6 +21,7 @@ pub use prepare::{prepare, Prepared};
 
 use crate::auth::Caller;
 use crate::billing::json_with_cost;
+use crate::concurrency::{self, Slot};
 use crate::error::ApiError;
 use crate::request_id;
 use crate::state::AppState;
@@ -60,11 +61,15 @@ pub trait Dialect: Send + Sized + 'static {
 /// request there: no record, and a hold left until it expired (seen when a loaded machine delayed the
 /// handler right after the hold). In a task, the request runs to its record whatever the client does,
 /// and graceful shutdown waits for it.
-pub async fn run<D: Dialect>(state: &AppState, caller: Caller, request: Value) -> Response {
+///
+/// The request's `slot` among its tenant's requests in flight is held by the task, then by the answer's
+/// body: it is given back when the last byte has gone out, or when the client has left and the work is
+/// done.
+pub async fn run<D: Dialect>(state: &AppState, caller: Caller, slot: Slot, request: Value) -> Response {
     let (task_state, arrived) = (state.clone(), crate::metrics::arrived());
     // Boxed: the task then moves a pointer, not the whole request's state machine (its copies were a
     // tenth of the gateway's memmove time).
-    let work = Box::pin(async move { serve::<D>(&task_state, caller, request).await });
+    let work = Box::pin(async move { concurrency::hold(serve::<D>(&task_state, caller, request).await, slot) });
     let task = state.tasks.spawn(crate::metrics::arrived_at(arrived, work).in_current_span());
     task.await.unwrap_or_else(|e| D::error(ApiError::Internal(format!("request task failed: {e}"))))
 }

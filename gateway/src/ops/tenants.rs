@@ -1,4 +1,5 @@
-//! Tenants: creating one (admin API), or finding one by name and creating it when missing (command line).
+//! Tenants: creating one (admin API), or finding one by name and creating it when missing (command line);
+//! changing a tenant's cap on requests in flight (admin API).
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
@@ -6,7 +7,7 @@ use utoipa::ToSchema;
 use uuid::Uuid;
 
 use super::{audit, snapshot, Actor, OpError};
-use crate::db::tenants as rows;
+use crate::db::{notify, tenants as rows};
 use crate::shapes::{DecimalString, Usd};
 
 /// A tenant and its money (USD, exact).
@@ -24,6 +25,9 @@ pub struct Tenant {
     pub leased: DecimalString,
     /// `balance - reserved`: what new requests may use.
     pub available: DecimalString,
+    /// Requests the tenant may have in flight at once, over every gateway replica; past it a request is
+    /// a 429 `concurrency_limit_exceeded` with `retry-after`.
+    pub max_concurrent_requests: i32,
     #[schema(inline)]
     pub currency: Usd,
     pub created_at: DateTime<Utc>,
@@ -39,6 +43,7 @@ impl From<&rows::Tenant> for Tenant {
             reserved: t.held().into(),
             leased: t.leased.into(),
             available: (t.balance - t.held()).into(),
+            max_concurrent_requests: t.max_concurrent_requests,
             currency: Usd::Usd,
             created_at: t.created_at,
         }
@@ -74,6 +79,34 @@ pub async fn ensure(db: &sqlx::PgPool, actor: Actor<'_>, name: &str) -> Result<U
         Err(OpError::Conflict(_)) => rows::find(db, name).await?.ok_or_else(|| OpError::NotFound(format!("tenant {name}"))),
         Err(e) => Err(e),
     }
+}
+
+/// The most a tenant's cap on requests in flight may be: far above what any fleet serves at once.
+pub const MAX_CONCURRENT_CAP: i32 = 100_000;
+
+/// Sets a tenant's cap on requests in flight. Every replica sees it within the key cache's lifetime:
+/// the cap rides with each of the tenant's keys, whose cached entries are dropped on commit.
+///
+/// # Errors
+/// [`OpError::Invalid`] for a cap of 0 or above [`MAX_CONCURRENT_CAP`], [`OpError::NotFound`] for an
+/// unknown tenant.
+pub async fn set_max_concurrent(db: &sqlx::PgPool, actor: Actor<'_>, id: Uuid, cap: u32) -> Result<Tenant, OpError> {
+    let cap = i32::try_from(cap)
+        .ok()
+        .filter(|c| (1..=MAX_CONCURRENT_CAP).contains(c))
+        .ok_or_else(|| OpError::invalid(format!("max_concurrent_requests must be 1 to {MAX_CONCURRENT_CAP}"), "max_concurrent_requests"))?;
+    let not_found = || OpError::NotFound(format!("tenant {id}"));
+    let mut tx = db.begin().await?;
+    let before = rows::list(&mut *tx, Some(id)).await?.pop().ok_or_else(not_found)?;
+    let keys = rows::set_max_concurrent(&mut tx, id, cap).await?.ok_or_else(not_found)?;
+    let after = rows::list(&mut *tx, Some(id)).await?.pop().ok_or_else(not_found)?;
+    let (before, after) = (Tenant::from(&before), Tenant::from(&after));
+    audit(&mut tx, actor, "tenant.update", ("tenant", id.to_string()), snapshot(&before), snapshot(&after)).await?;
+    for public_id in keys {
+        notify::key_changed(&mut tx, &public_id).await?;
+    }
+    tx.commit().await?;
+    Ok(after)
 }
 
 fn checked_name(name: &str) -> Result<&str, OpError> {

@@ -1,6 +1,6 @@
-//! What every inference route does around its dialect: the credential, the rate limit, the body, the
-//! idempotency key, and the `x-ratelimit-*` headers on whatever the answer is. Every error here is
-//! written in the route's dialect.
+//! What every inference route does around its dialect: the credential, the rate limit, the tenant's cap
+//! on requests in flight, the body, the idempotency key, and the `x-ratelimit-*` headers on whatever the
+//! answer is. Every error here is written in the route's dialect.
 
 use std::marker::PhantomData;
 
@@ -13,6 +13,7 @@ use axum::response::Response;
 use serde_json::Value;
 
 use crate::auth::Caller;
+use crate::concurrency::Slot;
 use crate::error::ApiError;
 use crate::idempotency::{self, Begin};
 use crate::inference::{self, Dialect};
@@ -44,13 +45,22 @@ pub(super) async fn serve<D: Dialect>(
     };
     let mut response = match admission {
         Admission::Limited { retry_after_ms, by_tokens, .. } => D::error(ApiError::RateLimited { retry_after_ms, by_tokens }),
-        Admission::Allowed(_) | Admission::Unchecked(_) => admitted::<D>(state, caller, headers, body).await,
+        Admission::Allowed(_) | Admission::Unchecked(_) => match state.concurrency.acquire(caller.tenant_id, caller.max_concurrent).await {
+            Ok(slot) => admitted::<D>(state, caller, slot, headers, body).await,
+            Err(e) => D::error(e),
+        },
     };
     ratelimit::apply(response.headers_mut(), &admission);
     response
 }
 
-async fn admitted<D: Dialect>(state: AppState, caller: Caller, headers: &HeaderMap, body: Result<Bytes, BytesRejection>) -> Response {
+async fn admitted<D: Dialect>(
+    state: AppState,
+    caller: Caller,
+    slot: Slot,
+    headers: &HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
     let parsed = raw_body(&state, body).and_then(|raw| Ok((json(&raw)?, raw)));
     let (value, raw) = match parsed {
         Ok(parsed) => parsed,
@@ -59,10 +69,11 @@ async fn admitted<D: Dialect>(state: AppState, caller: Caller, headers: &HeaderM
     match idempotency::begin(&state, caller.tenant_id, headers, D::ENDPOINT, &raw).await {
         Err(e) => D::error(e),
         Ok(Begin::Replay(stored)) => stored,
-        Ok(Begin::Run(None)) => inference::run::<D>(&state, caller, value).await,
+        Ok(Begin::Run(None)) => inference::run::<D>(&state, caller, slot, value).await,
         Ok(Begin::Run(Some(claim))) => {
             let run_state = state.clone();
-            idempotency::run_claimed(state, claim, D::error, async move { inference::run::<D>(&run_state, caller, value).await }).await
+            idempotency::run_claimed(state, claim, D::error, async move { inference::run::<D>(&run_state, caller, slot, value).await })
+                .await
         }
     }
 }
