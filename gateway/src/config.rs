@@ -13,6 +13,7 @@ pub struct Cli {
 }
 
 #[derive(Debug, Subcommand)]
+#[expect(clippy::large_enum_variant, reason = "parsed once at start and moved once: the size of `Serve` costs nothing")]
 pub enum Command {
     /// Serve the API.
     Serve(Settings),
