@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# A/B of two gateway binaries in one session (docs/benchmarks.md): the same mock-worker, database and
-# Redis serve both in turn; each round runs the closed-loop cells of bench-peers.sh's overhead part
-# (16 clients, then 1 client, non-streamed, --max-tokens 16) through each gateway, alternating which goes
-# first. CPU per request is each process's CPU time over the cell (/proc/<pid>/stat; Postgres: every
-# backend of the database) ÷ completed requests; every cell is reconciled against the ledger.
+# A/B of two gateway binaries in one run (docs/benchmarks.md, "Gateway CPU per request"): the same
+# mock-worker, database and Redis serve both in turn; each round runs the closed-loop cells of
+# bench-peers.sh's overhead part (16 clients, then 1 client, non-streamed, --max-tokens 16) through each
+# gateway, alternating which goes first. CPU per request is each process's CPU time over the cell
+# (/proc/<pid>/stat; Postgres: every backend of the database) ÷ completed requests; every cell is
+# reconciled against the ledger.
 #
 #   scripts/bench-gateway-ab.sh OLD_GATEWAY NEW_GATEWAY        # binaries, e.g. release builds of two commits
 #

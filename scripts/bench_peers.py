@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Helper of scripts/bench-peers.sh: the constrained-decoding client, CPU accounting and the report.
+"""The Python half of scripts/bench-peers.sh: the constrained-decoding client, CPU accounting and the report.
 
     bench_peers.py constrained --url URL --engine NAME --request invoice|story --concurrency N --rounds R \
         --max-tokens M --out FILE.json

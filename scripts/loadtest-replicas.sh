@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The replica-loss load test (issue 14): three gateway replicas behind one address (loadtest's
+# The replica-loss load test: three gateway replicas behind one address (loadtest's
 # `balancer`), one Postgres, one Redis, the instant mock worker as the upstream. A closed-loop load of
 # plain, schema, streamed and abandoned requests runs for LT_SECONDS; after LT_KILL_AFTER seconds one
 # replica is killed with SIGKILL. Then:

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One gateway binary behind the mock worker, for profiling and quick pairs (docs/benchmarks.md, stop 28):
+# One gateway binary behind the mock worker, for profiling and quick pairs (docs/benchmarks.md, "Gateway overhead"):
 # prints req/s, p50/p99, the gateway's CPU per request, and the ledger writer's commits per request and
 # how its waits ended (runaii_gateway_ledger_waits_total), and how busy the whole machine was over one
 # load cell; with PROFILE=perf it also records `perf record --call-graph dwarf` of the gateway over the
@@ -53,7 +53,7 @@ ledger >"$out/ledger-before"
 before=$(cpu_ticks "$gw_pid")
 # The whole machine's busy and total jiffies (load generator, mock and Postgres included): how much of the
 # two cores the cell used, which is what queueing grows with. Busy as bench_peers.py's machine_busy counts
-# it (steal included: time the machine could not have); not that helper itself, which needs bench-peers'
+# it (steal included: time the machine could not have); not bench_peers.py itself, which needs bench-peers'
 # virtualenv.
 machine() { awk '/^cpu /{print $2 + $3 + $4 + $7 + $8 + $9, $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9}' /proc/stat; }
 machine_before=$(machine)

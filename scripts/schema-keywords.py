@@ -2,7 +2,7 @@
 """How often JSON Schema keywords the constraint engine does not implement occur in the JSONSchemaBench
 sample: per keyword, the schemas that use it and its occurrences (a `format` value counts under its name).
 
-    python3 scripts/schema-keywords.py [../shared/jsonschemabench/with_tests]
+    python3 scripts/schema-keywords.py [data/jsonschemabench/with_tests]
 
 Keywords are counted where a schema can stand (reached from the root through subschema keywords), so a
 property called `not`, or a `format` inside Snowplow's `self` metadata, is not counted.
@@ -48,7 +48,7 @@ def walk(schema, found):
 
 def main():
     here = os.path.dirname(os.path.abspath(__file__))
-    directory = sys.argv[1] if len(sys.argv) > 1 else os.path.join(here, "../../shared/jsonschemabench/with_tests")
+    directory = sys.argv[1] if len(sys.argv) > 1 else os.path.join(here, "../data/jsonschemabench/with_tests")
     occurrences, schemas = collections.Counter(), collections.Counter()
     files = sorted(glob.glob(os.path.join(directory, "*.json")))
     for path in files:

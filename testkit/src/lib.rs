@@ -31,6 +31,13 @@ pub fn repo_root() -> PathBuf {
     Path::new(&package).join("..")
 }
 
+/// The JSONSchemaBench sample that tests, examples and scripts read: `data/jsonschemabench/` in the
+/// repository (`raw/` the schemas byte for byte, `with_tests/` each with its valid and invalid instances).
+#[must_use]
+pub fn jsonschemabench_dir() -> PathBuf {
+    repo_root().join("data/jsonschemabench")
+}
+
 #[must_use]
 pub fn model_path() -> PathBuf {
     let path = repo_root().join("models/SmolLM2-135M-Instruct.Q4_1.gguf");

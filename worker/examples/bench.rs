@@ -28,7 +28,8 @@ struct Args {
     /// The model, for the in-process compile-time measurement.
     #[arg(long, default_value = "models/SmolLM2-135M-Instruct.Q4_1.gguf")]
     model_path: PathBuf,
-    #[arg(long, default_value = "../shared/jsonschemabench")]
+    /// The raw JSONSchemaBench schemas, byte for byte (the repository's sample, run from its root).
+    #[arg(long, default_value = "data/jsonschemabench/raw")]
     bench_dir: PathBuf,
     #[arg(long)]
     skip_compile: bool,

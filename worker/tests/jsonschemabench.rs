@@ -1,4 +1,4 @@
-//! The 200 real-world schemas of JSONSchemaBench (`../shared/jsonschemabench/`), against the real engine.
+//! The 200 real-world schemas of JSONSchemaBench (`data/jsonschemabench/`), against the real engine.
 //!
 //! - Schema support, checked directly: every schema compiles or is refused with a reason; for every
 //!   compiled one, the second-layer validator accepts the bench's valid instances and rejects its
@@ -10,9 +10,9 @@
 //! - Generation: every schema, sent to a running worker at `max_tokens` 300, yields schema-valid JSON, an
 //!   answer cut by max_tokens (reported as `length`), or a 400 refusal; never a 5xx.
 //!
-//! `BENCH_REFUSALS=1 cargo test -p runaii-worker --test jsonschemabench -- --nocapture` lists each
+//! `BENCH_REFUSALS=1 cargo test --workspace --test jsonschemabench -- --nocapture` lists each
 //! refused schema with its reason. `BENCH_DRY=0` sends `dry_multiplier: 0`, turning off the repetition
-//! guard constrained requests get by default (the "before" column of `docs/benchmarks.md`); `BENCH_CLOSE=0`
+//! guard constrained requests get by default (the "guards" table of `docs/benchmarks.md`); `BENCH_CLOSE=0`
 //! sends `close_before_limit: false`, turning off the closing bonus near `max_tokens` (`engine/closing.rs`).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -35,9 +35,9 @@ struct Case {
 }
 
 fn cases() -> Vec<Case> {
-    let dir = runaii_testkit::repo_root().join("../shared/jsonschemabench/with_tests");
+    let dir = runaii_testkit::jsonschemabench_dir().join("with_tests");
     let mut entries: Vec<_> = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("{} not readable ({e}): the bench lives in shared/ beside the repo", dir.display()))
+        .unwrap_or_else(|e| panic!("{} not readable ({e})", dir.display()))
         .map(|e| e.unwrap().path())
         .filter(|p| p.extension().is_some_and(|x| x == "json"))
         .collect();
@@ -122,7 +122,7 @@ fn schema_support_on_valid_and_invalid_instances() {
     );
     eprintln!("refusals by reason: {reasons:#?}");
     assert_eq!(compiled_n + refused_n, 200);
-    assert!(compiled_n >= 140, "at least 70% of real-world schemas are enforced, got {compiled_n}");
+    assert!(refused_n <= 8, "at most 4% of real-world schemas are refused, got {refused_n}: {reasons:#?}");
     assert!(validator_disagrees.len() <= 4, "the validator agrees with the bench: {validator_disagrees:?}");
 }
 
@@ -253,7 +253,7 @@ async fn every_schema_yields_valid_json_or_a_refusal() {
     }
     eprintln!("generation over 200 schemas: {} valid, {} cut at max_tokens, {} refused", count("valid"), count("cut"), count("refused"));
     assert_eq!(outcomes.len(), 200);
-    // Measured 146 valid, 43 cut, 11 refused with the repetition guard and the closing bonus on (the
+    // Measured 147 valid, 45 cut, 8 refused with the repetition guard and the closing bonus on (the
     // defaults; docs/benchmarks.md). The floor leaves room for the small differences batching makes.
     assert!(count("valid") >= 130, "most enforced schemas complete within 300 tokens");
 }

@@ -12,9 +12,9 @@
 //!   client leave), at least the chunks received and at most `max_tokens`, at most the worst case;
 //! - streams cut by an error chunk (the worker failed): `failed`, billed for tokens delivered only;
 //! - refusals: 400/401/402/404/429 before admission have no record; refusals after admission
-//!   (`upstream_rejected`, `model_unavailable`, `upstream_error`) have one `rejected` record at cost 0.
-//!   The gateway answers those with an `x-request-id` other than the record's id, so they are matched by
-//!   status and error code among the tenant's records no request id names;
+//!   (`upstream_rejected`, `model_unavailable`, `upstream_error`) have one `rejected` record at cost 0,
+//!   found by the answer's `x-request-id`; a record no answer names is paired by status and error code
+//!   with a refusal whose answer named none;
 //! - every record with a cost has one charge of minus that cost, and no other charge appeared;
 //! - Σ ledger = Σ told (completed) + Σ charged (abandoned) + Σ charged (failed), and the balance moved by
 //!   exactly the grants in the window minus that sum, with nothing left reserved.
@@ -150,7 +150,7 @@ pub fn check(observations: &[Observation], ledger: &Ledger, expect: &Expect) -> 
         ));
     }
 
-    // Records no request id names: refusals after admission (whose answer carries another id), or
+    // Records no request id names: refusals after admission whose answer carried another id, or
     // requests that never got an answer to the client.
     let mut unnamed: Vec<&Record> =
         ledger.records.iter().filter(|rec| rec.tenant_id == ledger.tenant_id && !client_ids.contains(rec.request_id.as_str())).collect();

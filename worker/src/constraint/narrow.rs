@@ -8,7 +8,9 @@
 //! - `dependencies`, `dependentRequired`, `dependentSchemas`: the trigger key made impossible when it is
 //!   optional, or the dependency required outright when the key is;
 //! - `not`: of nothing (`{}`) is nothing; of `required` keys forbids one of them (and non-objects, which
-//!   `required` admits); of a `type` removes it;
+//!   `required` admits); of a `type` removes it; of a `pattern` that is one anchored character class
+//!   (`^[…]+$`, `^[…]*$`) is a string with the complementary pattern (every non-string passes `pattern`,
+//!   so none passes its negation);
 //! - `if`/`then`/`else`: the `if` branch taken, i.e. `allOf: [if, then]`;
 //! - `propertyNames` every declared key satisfies: the object closed to its declared keys.
 //!
@@ -195,6 +197,34 @@ fn is_constraint(key: &str) -> bool {
     !["title", "description", "$comment", "examples", "default", "deprecated", "readOnly", "writeOnly"].contains(&key)
 }
 
+/// `not: {pattern: "^[C]+$"}` (or `*`): the complementary pattern, when `pattern` names one anchored
+/// character class. A string fails `^[C]+$` when it is empty or holds a character outside the class;
+/// it fails `^[C]*$` when it holds such a character.
+fn negated_class_pattern(pattern: &str) -> Option<String> {
+    let body = pattern.strip_prefix("^[")?;
+    let (class, repeat) = if let Some(class) = body.strip_suffix("]+$") { (class, '+') } else { (body.strip_suffix("]*$")?, '*') };
+    // One class only: no unescaped bracket inside it.
+    let mut escaped = false;
+    for c in class.chars() {
+        match c {
+            _ if escaped => escaped = false,
+            '\\' => escaped = true,
+            '[' | ']' => return None,
+            _ => {}
+        }
+    }
+    if class.is_empty() || escaped {
+        return None;
+    }
+    let outside = match class.strip_prefix('^') {
+        Some(positive) if !positive.is_empty() => format!("[{positive}]"),
+        Some(_) => return None,
+        None => format!("[^{class}]"),
+    };
+    let some_outside = format!("[\\s\\S]*{outside}[\\s\\S]*");
+    Some(if repeat == '+' { format!("^(?:|{some_outside})$") } else { format!("^{some_outside}$") })
+}
+
 fn not(map: &mut Map<String, Value>) {
     let Some(Value::Object(negated)) = map.get("not") else { return };
     let keys: Vec<&str> = negated.keys().map(String::as_str).filter(|k| is_constraint(k)).collect();
@@ -236,6 +266,19 @@ fn not(map: &mut Map<String, Value>) {
             }
             map.remove("not");
             forbidden.iter().for_each(|k| forbid(map, k));
+        }
+        ["pattern"] => {
+            let Some(complement) = negated.get("pattern").and_then(Value::as_str).and_then(negated_class_pattern) else { return };
+            if map.contains_key("pattern") {
+                return;
+            }
+            match types_of(map.get("type")) {
+                Some(types) if !types.iter().any(|t| t == "string") => return,
+                _ => {}
+            }
+            map.remove("not");
+            map.insert("type".into(), json!("string"));
+            map.insert("pattern".into(), json!(complement));
         }
         ["type"] => {
             let Some(excluded) = types_of(negated.get("type")) else { return };
@@ -347,6 +390,26 @@ mod tests {
         assert_eq!(narrowed(json!({"type": ["string", "null"], "not": {"type": "null"}}))["type"], json!(["string"]));
         let pattern = json!({"not": {"pattern": "^x"}});
         assert_eq!(narrowed(pattern.clone()), pattern, "left for the engine to refuse");
+    }
+
+    #[test]
+    fn a_negated_character_class_becomes_its_complement() {
+        let out = narrowed(json!({"type": "string", "not": {"pattern": "^[\\.\\s]+$"}}));
+        assert_eq!(out, json!({"type": "string", "pattern": "^(?:|[\\s\\S]*[^\\.\\s][\\s\\S]*)$"}));
+        let out = narrowed(json!({"not": {"pattern": "^[^a-z]*$"}}));
+        assert_eq!(out, json!({"type": "string", "pattern": "^[\\s\\S]*[a-z][\\s\\S]*$"}));
+        // The complement admits exactly the strings the original rejects.
+        let original = jsonschema::validator_for(&json!({"pattern": "^[ab]+$"})).unwrap();
+        let complement = jsonschema::validator_for(&json!({"pattern": negated_class_pattern("^[ab]+$").unwrap()})).unwrap();
+        for text in ["", "ab", "abc", "c", "ba", "a\nb", "\n"] {
+            assert_ne!(complement.is_valid(&json!(text)), original.is_valid(&json!(text)), "{text:?}");
+        }
+        for kept in [json!({"type": "integer", "not": {"pattern": "^[a]+$"}}), json!({"pattern": "^b", "not": {"pattern": "^[a]+$"}})] {
+            assert_eq!(narrowed(kept.clone()), kept, "no string to constrain, or a second pattern: left alone");
+        }
+        for unsupported in ["^[a]+", "[a]+$", "^[a][b]+$", "^(?:[a])+$"] {
+            assert_eq!(negated_class_pattern(unsupported), None, "{unsupported}");
+        }
     }
 
     #[test]
