@@ -67,6 +67,8 @@ export RUNAII_WORKER_SECRET
 unset RUNAII_WORKER_SECRET_FILE
 RUNAII_WORKER_TOKEN="$(RUST_LOG=error "$out/runaii-gateway" worker-token)"
 export RUNAII_WORKER_TOKEN
+# The benchmark calls the worker directly with that bearer, as llama-server takes it.
+export RUNAII_WORKER_ACCEPT_BEARER=true
 
 say "worker: every layer on the GPU, $threads threads, $slots slots × 4096"
 "$out/runaii-worker" --model-path "$model" --listen "127.0.0.1:$worker_port" --threads "$threads" --slots "$slots" \

@@ -170,6 +170,8 @@ if [[ " $parts " == *" constrained "* || " $parts " == *" contended "* ]]; then
   # Both engines check the same bearer token, as the worker does in production.
   RUNAII_WORKER_TOKEN="$(RUST_LOG=error "$bin/runaii-gateway" worker-token)"
   export RUNAII_WORKER_TOKEN
+  # The benchmark calls the workers directly with that bearer, as llama-server takes it.
+  export RUNAII_WORKER_ACCEPT_BEARER=true
   threads="${BENCH_THREADS:-2}"
   say "worker: $threads threads, 8 slots × 4096; llama-server: -t $threads -tb $threads, --parallel 8, -c 32768 (4096 per slot)"
   echo "decoding threads (both engines): $threads" >>"$out/env.txt"

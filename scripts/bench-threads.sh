@@ -12,6 +12,8 @@ threads="${BENCH_THREADS:-2}"
 port="${BENCH_PORT:-18181}"
 export RUNAII_WORKER_SECRET="bench-threads-$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')"
 token="$("$bin/runaii-gateway" worker-token)"
+# The benchmark calls the worker directly with that bearer.
+export RUNAII_WORKER_ACCEPT_BEARER=true
 metrics() { curl -s -H "authorization: Bearer $token" "localhost:$port/metrics" | grep -E '^runaii_worker_(decode_threads|decode_thread_switches_total|other_processes)'; }
 for adapt in false true; do
   "$bin/runaii-worker" --listen "127.0.0.1:$port" --threads "$threads" --adapt-threads "$adapt" >/dev/null 2>&1 &

@@ -122,11 +122,13 @@ pub(crate) fn no_delay(stream: &mut tokio::net::TcpStream) {
     }
 }
 
-/// Every minute: give back this replica's credit leases idle for a minute, release credit holds older
-/// than `--hold-expiry-s` (a backstop: holds of dead replicas go within `--replica-timeout-ms`, see
+/// Every minute (or half the hold expiry, if shorter): give back this replica's credit leases idle for a
+/// minute, release credit holds not renewed for `--hold-expiry-s` (a backstop: holds of dead replicas go within `--replica-timeout-ms`, see
 /// [`replica_heartbeat`]), and forget idempotency keys past their lifetime. Every replica runs it; the statements are safe to run concurrently.
 async fn housekeeping(db: sqlx::PgPool, limits: crate::config::LimitArgs, leases: std::sync::Arc<crate::billing::leases::Leases>) {
-    let mut tick = tokio::time::interval(std::time::Duration::from_secs(60));
+    // Often enough that a hold expiry shorter than a minute is honoured to within half of it.
+    let every = std::time::Duration::from_secs(60).min(std::time::Duration::from_millis(u64::from(limits.hold_expiry_s) * 500));
+    let mut tick = tokio::time::interval(every);
     loop {
         tick.tick().await;
         leases.give_back_idle(std::time::Duration::from_secs(60)).await;

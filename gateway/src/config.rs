@@ -202,9 +202,14 @@ pub struct LimitArgs {
     /// key then answers 422 `idempotent_answer_not_stored`: never run twice, never held in memory unbounded.
     #[arg(long, env = "RUNAII_IDEMPOTENCY_MAX_STORED_BYTES", default_value_t = 8 * 1024 * 1024)]
     pub idempotency_max_stored_bytes: usize,
-    /// A credit hold older than this many seconds belongs to a request whose gateway died; it is released.
-    #[arg(long, env = "RUNAII_HOLD_EXPIRY_S", default_value_t = 7200)]
+    /// A credit hold not renewed for this many seconds belongs to a request whose gateway died; it is
+    /// released. A running request renews its hold every quarter of this.
+    #[arg(long, env = "RUNAII_HOLD_EXPIRY_S", default_value_t = 7200, value_parser = clap::value_parser!(u32).range(1..))]
     pub hold_expiry_s: u32,
+    /// The longest a request may run, in seconds: one still running then (a stream read slowly) is ended,
+    /// billed for the work done, and its credit hold released.
+    #[arg(long, env = "RUNAII_MAX_REQUEST_S", default_value_t = 3600, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_request_s: u32,
     /// How often this replica tells the others it is alive (and releases the holds of dead ones), in
     /// milliseconds.
     #[arg(long, env = "RUNAII_REPLICA_HEARTBEAT_MS", default_value_t = 5000, value_parser = clap::value_parser!(u64).range(100..))]

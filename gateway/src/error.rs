@@ -31,6 +31,10 @@ pub enum ApiError {
     /// customers must not learn internal addresses.
     #[error("the model's worker failed while serving this request; retry it")]
     UpstreamFailed(String),
+    /// The request ran for the longest a request may (`--max-request-s`): ended, and billed for the work
+    /// done.
+    #[error("the request ran for {0} s, the longest a request may run; it was ended and billed for the work done")]
+    MaxDurationExceeded(u32),
     #[error("the cost ledger is unavailable, so no request can be served")]
     LedgerUnavailable,
     #[error("the request body is larger than {0} bytes")]
@@ -94,6 +98,7 @@ impl ApiError {
             | Self::RateLimiterUnavailable
             | Self::AdminDisabled => StatusCode::SERVICE_UNAVAILABLE,
             Self::UpstreamFailed(_) => StatusCode::BAD_GATEWAY,
+            Self::MaxDurationExceeded(_) => StatusCode::GATEWAY_TIMEOUT,
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -111,6 +116,7 @@ impl ApiError {
             Self::NoReadyWorker(_) => "model_unavailable",
             Self::WorkersBusy(_) => "model_overloaded",
             Self::UpstreamFailed(_) => "upstream_error",
+            Self::MaxDurationExceeded(_) => "max_duration_exceeded",
             Self::LedgerUnavailable => "ledger_unavailable",
             Self::PayloadTooLarge(_) => "payload_too_large",
             Self::BodyTimeout(_) => "request_timeout",

@@ -50,6 +50,8 @@ pub struct Shared {
     /// This process's id among the gateway replicas: credit holds name it, so that if the process dies the
     /// other replicas release them (see `db::replicas`).
     pub replica_id: uuid::Uuid,
+    /// How long a request and its credit hold may live (`billing::lifetime`).
+    pub lifetime: crate::billing::Lifetime,
     /// Work that outlives its HTTP exchange (a stream's relay, a request whose client left, an idempotent
     /// answer being stored): graceful shutdown waits for it, so no answer goes unrecorded.
     pub tasks: tokio_util::task::TaskTracker,
@@ -72,7 +74,13 @@ impl AppState {
         let redis = Arc::new(RedisLink::new(settings.redis_url.expose()).await?);
         let secrets = settings.workers.secrets()?;
         let replica_id = uuid::Uuid::now_v7();
+        let lifetime = crate::billing::Lifetime::new(
+            db.clone(),
+            Duration::from_secs(u64::from(settings.limits.hold_expiry_s)),
+            Duration::from_secs(u64::from(settings.limits.max_request_s)),
+        );
         Ok(Self(Arc::new(Shared {
+            lifetime,
             keys: Arc::new(KeyCache::new(Duration::from_millis(settings.key_cache_ms))),
             catalog: Arc::default(),
             ledger: crate::billing::writer::LedgerWriter::start(db.clone(), Duration::from_micros(settings.ledger_linger_us)),

@@ -15,10 +15,35 @@ pub const MODEL: &str = "smollm2-135m-instruct";
 /// The worker secret test workers and gateways share.
 pub const WORKER_SECRET: &str = "test-worker-secret-of-at-least-32-bytes!";
 
-/// The `Authorization` value a gateway sends to test workers.
+fn worker_secrets() -> runaii_wire::worker_auth::WorkerSecrets {
+    runaii_wire::worker_auth::WorkerSecrets::load(None, Some(&WORKER_SECRET.into())).unwrap()
+}
+
+/// The static bearer a gateway sends to an engine of another make (runaii workers refuse it).
 #[must_use]
 pub fn worker_bearer() -> String {
-    runaii_wire::worker_auth::WorkerSecrets::load(None, Some(&WORKER_SECRET.into())).unwrap().bearer_header()
+    worker_secrets().bearer_header()
+}
+
+/// Signs a request to a test worker as a gateway does: over its method, path, body and cache scope, now.
+#[must_use]
+pub fn sign(mut request: reqwest::Request) -> reqwest::Request {
+    use runaii_wire::signed_request::{now_s, RequestFacts};
+    let body = request.body().and_then(reqwest::Body::as_bytes).unwrap_or_default().to_vec();
+    let scope = request.headers().get(runaii_wire::cache_scope::HEADER).map(|v| v.to_str().unwrap().to_owned());
+    let facts = RequestFacts { method: request.method().as_str(), path: request.url().path(), body: &body, scope: scope.as_deref() };
+    let header = worker_secrets().sign_request(&facts, now_s());
+    request.headers_mut().insert(reqwest::header::AUTHORIZATION, header.parse().unwrap());
+    request
+}
+
+/// Sends a request to a test worker signed as a gateway signs it.
+///
+/// # Errors
+/// As reqwest's `send`.
+pub async fn send_signed(builder: reqwest::RequestBuilder) -> reqwest::Result<reqwest::Response> {
+    let (client, request) = builder.build_split();
+    client.execute(sign(request?)).await
 }
 
 /// The repository root: the parent of the package whose tests are running.

@@ -3,13 +3,16 @@
 //! difference is visible to whoever sent it. Shared across tenants, the cache would let one tenant learn,
 //! by timing its own requests (or by reading `cached_tokens`), whether another tenant sent a given system
 //! prompt or document. So every request the gateway sends carries its tenant's scope, and a worker
-//! reuses a cached prefix only for a request of the same scope.
+//! reuses a cached prefix (or a compiled schema) only for a request of the same scope.
 //!
-//! The scope is a one-way function of the tenant id: workers never learn who the tenant is. It rides in
-//! a header only the gateway sets: workers accept inference only from gateways (`worker_auth`), and the
-//! gateway builds the header itself, never from anything the client sent.
+//! The scope is an HMAC of the tenant id under the fleet's worker secret: workers never learn who the
+//! tenant is, and whoever knows a tenant's id (ids appear in invoices, logs, support mails) still cannot
+//! compute its scope. It rides in a header only the gateway sets, covered by the request's signature
+//! (`signed_request`), and the gateway builds it itself, never from anything the client sent. When the
+//! first line of the secret file changes, every scope changes with it: cached prefixes are then simply not
+//! found again (a cold cache, nothing worse).
 
-use sha2::{Digest, Sha256};
+use crate::worker_auth::WorkerSecrets;
 
 /// The header a gateway puts on every request to a worker.
 pub const HEADER: &str = "x-runaii-cache-scope";
@@ -23,10 +26,10 @@ const MAX_LEN: usize = 64;
 pub struct CacheScope(Option<Box<str>>);
 
 impl CacheScope {
-    /// The scope of a tenant, from its id's bytes.
+    /// The scope of a tenant, from its id's bytes, keyed with the fleet's current secret.
     #[must_use]
-    pub fn of_tenant(tenant_id: &[u8]) -> Self {
-        let digest = Sha256::new().chain_update(b"runaii cache scope v1\0").chain_update(tenant_id).finalize();
+    pub fn of_tenant(secrets: &WorkerSecrets, tenant_id: &[u8]) -> Self {
+        let digest = secrets.keyed_digest(b"runaii cache scope v2\0", tenant_id);
         Self(Some(hex::encode(&digest[..16]).into()))
     }
 
@@ -49,12 +52,19 @@ impl CacheScope {
 mod tests {
     use super::*;
 
+    fn secrets(text: &str) -> WorkerSecrets {
+        WorkerSecrets::load(None, Some(&text.into())).unwrap_or_else(|e| panic!("{e}"))
+    }
+
     #[test]
     fn tenants_get_distinct_stable_scopes_that_round_trip() {
-        let a = CacheScope::of_tenant(&[1; 16]);
-        let b = CacheScope::of_tenant(&[2; 16]);
+        let fleet = secrets("a-secret-of-at-least-thirty-two-bytes-0001");
+        let a = CacheScope::of_tenant(&fleet, &[1; 16]);
+        let b = CacheScope::of_tenant(&fleet, &[2; 16]);
         assert_ne!(a, b);
-        assert_eq!(a, CacheScope::of_tenant(&[1; 16]));
+        assert_eq!(a, CacheScope::of_tenant(&fleet, &[1; 16]));
+        let elsewhere = secrets("b-secret-of-at-least-thirty-two-bytes-0002");
+        assert_ne!(a, CacheScope::of_tenant(&elsewhere, &[1; 16]), "the id alone does not make the scope");
         let value = a.header_value().unwrap_or_default();
         assert_eq!(value.len(), 32);
         assert_eq!(CacheScope::parse(value), Some(a));

@@ -1,10 +1,14 @@
-//! The credential gateways and workers share, and what each side proves with it.
+//! The secret gateways and workers share, and what each side proves with it.
 //!
 //! One fleet-wide secret (a file with one secret per line, or a literal for tests and development) gives
-//! two things, each derived so that neither reveals the other:
+//! several things, each derived so that none reveals another:
 //!
-//! - **the gateway → worker bearer token**: workers refuse inference without it, so a worker reachable by
-//!   anything else on the network serves nobody but the gateways;
+//! - **the gateway's signature on each request to a worker** (`signed_request`): bound to the request's
+//!   body, scope and time, good once, so a request seen on the cluster network calls nothing;
+//! - **a static bearer token** for OpenAI-compatible engines of another make, which cannot check a
+//!   signature (llama-server's `--api-key`, printed by `runaii-gateway worker-token`). runaii workers
+//!   refuse it; it is only as strong as the network it crosses (docs/security.md);
+//! - **each tenant's cache scope** (`cache_scope`), a keyed digest of its id;
 //! - **the worker's signed announcement**: an HMAC-SHA256 over the exact status text a worker writes to
 //!   the Redis registry. Gateways route only to announcements that verify, so write access to Redis alone
 //!   cannot send a customer's prompt to a listener of the attacker's choosing or decide a bill.
@@ -21,13 +25,14 @@ use hmac::{Hmac, Mac};
 use sha2::Sha256;
 use subtle::ConstantTimeEq as _;
 
-type HmacSha256 = Hmac<Sha256>;
+pub(crate) type HmacSha256 = Hmac<Sha256>;
 
 /// Shorter secrets are refused: they could be guessed offline from one signed announcement.
 pub const MIN_SECRET_BYTES: usize = 32;
 
-/// Domain separation: the bearer token and the announcement signatures are different functions of the
-/// secret, so a captured bearer token (sent in the clear inside the cluster) cannot sign announcements.
+/// Domain separation: the bearer token, request signatures, cache scopes and announcement signatures are
+/// different functions of the secret, so a captured bearer token (sent in the clear inside the cluster)
+/// cannot sign announcements or requests.
 const BEARER_LABEL: &[u8] = b"runaii worker bearer v1";
 const ANNOUNCE_LABEL: &[u8] = b"runaii worker announcement v1\n";
 
@@ -172,7 +177,8 @@ impl WorkerSecrets {
         }
     }
 
-    /// The `Authorization` header value a gateway sends to workers.
+    /// The `Authorization` header value a gateway sends to an engine of another make (runaii workers
+    /// take signed requests instead, and refuse this).
     #[must_use]
     pub fn bearer_header(&self) -> String {
         format!("Bearer {}", self.bearer_token())
@@ -197,6 +203,26 @@ impl WorkerSecrets {
             ok |= bearer.as_bytes().ct_eq(token.trim().as_bytes());
         }
         ok.into()
+    }
+
+    /// A MAC keyed with the current secret, for a signed request (`signed_request`).
+    pub(crate) fn current_mac(&self) -> HmacSha256 {
+        keyed(self.keys().current())
+    }
+
+    /// A MAC keyed with each accepted secret, for checking a signed request.
+    pub(crate) fn macs(&self) -> Vec<HmacSha256> {
+        self.keys().secrets.iter().map(|s| keyed(s)).collect()
+    }
+
+    /// A keyed digest of `data` under the current secret, for `label`'s purpose: a value only the fleet
+    /// can compute (a cache scope), and which changes when the first secret does.
+    #[must_use]
+    pub fn keyed_digest(&self, label: &[u8], data: &[u8]) -> [u8; 32] {
+        let mut mac = keyed(self.keys().current());
+        mac.update(label);
+        mac.update(data);
+        mac.finalize().into_bytes().into()
     }
 
     /// The signature of an announcement's exact text, with the current secret (hex).

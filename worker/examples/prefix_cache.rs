@@ -61,7 +61,8 @@ struct Measured {
 
 async fn measure(client: &reqwest::Client, url: &str, body: &Value) -> Measured {
     let started = Instant::now();
-    let answer: Value = client.post(format!("{url}/v1/chat/completions")).json(body).send().await.unwrap().json().await.unwrap();
+    let answer: Value =
+        runaii_testkit::send_signed(client.post(format!("{url}/v1/chat/completions")).json(body)).await.unwrap().json().await.unwrap();
     let wall_ms = started.elapsed().as_secs_f64() * 1000.0;
     let timings = &answer["timings"];
     Measured {
@@ -81,9 +82,7 @@ async fn main() {
     });
     let threads = args.threads.to_string();
     let worker = runaii_testkit::start_worker(&binary, &["--threads", &threads]);
-    let mut headers = reqwest::header::HeaderMap::new();
-    headers.insert(reqwest::header::AUTHORIZATION, runaii_testkit::worker_bearer().parse().unwrap());
-    let client = reqwest::Client::builder().default_headers(headers).build().unwrap();
+    let client = reqwest::Client::new();
 
     println!("| round | prompt tokens | cached (2nd) | TTFT 1st ms | TTFT 2nd ms | speed-up | wall 1st ms | wall 2nd ms |");
     println!("|---|---|---|---|---|---|---|---|");

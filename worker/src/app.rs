@@ -33,7 +33,10 @@ impl Application {
         let secrets = settings.worker_secrets()?;
         let listener = TcpListener::bind(settings.listen).await?;
         let loading = engine::load(settings.load_settings());
+        let requests = Arc::new(runaii_wire::signed_request::RequestCheck::new(std::time::Duration::from_secs(settings.request_max_age_s)));
         let state = AppState {
+            requests,
+            work: Arc::default(),
             settings: Arc::new(settings),
             loaded: Arc::new(OnceLock::new()),
             metrics: Arc::new(HttpMetrics::default()),

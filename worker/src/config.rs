@@ -70,6 +70,14 @@ pub struct Settings {
     /// The secret itself, for development and tests; the file is preferred (it can be rotated).
     #[arg(long, env = "RUNAII_WORKER_SECRET", hide_env_values = true)]
     pub worker_secret: Option<SecretText>,
+    /// How far a signed request's time may be from this worker's clock, in seconds, either way: a request
+    /// captured on the network cannot be sent again later than this (nor twice within it).
+    #[arg(long, env = "RUNAII_REQUEST_MAX_AGE_S", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..))]
+    pub request_max_age_s: u64,
+    /// Also accept the static bearer of `runaii-gateway worker-token` (as engines of another make take it),
+    /// for benchmarks that call a worker directly. Weaker: whoever captures it can call this worker.
+    #[arg(long, env = "RUNAII_WORKER_ACCEPT_BEARER", default_value_t = false, action = clap::ArgAction::Set)]
+    pub accept_bearer: bool,
     /// Exit when standard input closes: lets a parent process (tests, supervisors) tie our life to its own.
     #[arg(long, hide = true)]
     pub exit_on_stdin_eof: bool,

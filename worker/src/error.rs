@@ -30,10 +30,12 @@ pub enum ApiError {
     OutputInvalid(#[from] OutputViolation),
     #[error("{0}")]
     Engine(#[from] EngineFailure),
-    #[error("this worker serves only its gateways: send the bearer token of the fleet's worker secret")]
+    #[error("this worker serves only its gateways: a request must be signed with the fleet's worker secret")]
     Unauthorized,
     #[error("no route for this path")]
     NoRoute,
+    #[error("no request with this id has run here lately")]
+    UnknownRequest,
     #[error("internal error")]
     Internal(String),
 }
@@ -49,7 +51,7 @@ impl ApiError {
                 StatusCode::BAD_REQUEST
             }
             Self::Unauthorized => StatusCode::UNAUTHORIZED,
-            Self::ModelNotFound(_) | Self::NoRoute => StatusCode::NOT_FOUND,
+            Self::ModelNotFound(_) | Self::NoRoute | Self::UnknownRequest => StatusCode::NOT_FOUND,
             Self::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             Self::Loading | Self::Overloaded => StatusCode::SERVICE_UNAVAILABLE,
             Self::OutputInvalid(_) | Self::Engine(_) | Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
@@ -72,6 +74,7 @@ impl ApiError {
             Self::Engine(_) => "engine_error",
             Self::Unauthorized => "invalid_worker_credential",
             Self::NoRoute => "not_found",
+            Self::UnknownRequest => "request_not_found",
             Self::Internal(_) => "internal_error",
         }
     }

@@ -138,11 +138,7 @@ async fn assert_error(body: Value, want_status: u16, code: &str) {
 #[tokio::test]
 async fn bad_input_is_a_clear_4xx_and_the_worker_lives() {
     let base = &worker().url;
-    let raw = common::client()
-        .post(format!("{base}/v1/chat/completions"))
-        .header("content-type", "application/json")
-        .body("{\"model\": ")
-        .send()
+    let raw = common::signed(common::client().post(format!("{base}/v1/chat/completions")).header("content-type", "application/json").body("{\"model\": "))
         .await
         .unwrap();
     assert_eq!(raw.status(), 400);
@@ -190,7 +186,7 @@ async fn bad_input_is_a_clear_4xx_and_the_worker_lives() {
     let oversized = "x".repeat(5 * 1024 * 1024);
     let mut answered = false;
     for _ in 0..5 {
-        match common::client().post(format!("{base}/v1/chat/completions")).body(oversized.clone()).send().await {
+        match common::signed(common::client().post(format!("{base}/v1/chat/completions")).body(oversized.clone())).await {
             Ok(r) => {
                 assert_eq!(r.status(), 413);
                 answered = true;
@@ -227,6 +223,8 @@ async fn inference_needs_the_gateway_credential_and_health_stays_open() {
         common::anonymous_client().post(&url).json(&request),
         common::anonymous_client().post(&url).bearer_auth("not-the-token").json(&request),
         common::anonymous_client().post(&url).bearer_auth(runaii_testkit::WORKER_SECRET).json(&request),
+        // The static bearer is for engines of another make: a runaii worker takes signed requests only.
+        common::anonymous_client().post(&url).header("authorization", runaii_testkit::worker_bearer()).json(&request),
     ];
     for refused in refusals {
         let r = refused.send().await.unwrap();

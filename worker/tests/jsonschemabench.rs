@@ -25,6 +25,7 @@ use futures::StreamExt;
 use llama_cpp_2::llama_backend::LlamaBackend;
 use llama_cpp_2::model::params::LlamaModelParams;
 use llama_cpp_2::model::LlamaModel;
+use runaii_wire::cache_scope::CacheScope;
 use runaii_worker::constraint::{ActiveConstraint, ConstraintCompiler, ConstraintSpec};
 use serde_json::{json, Value};
 
@@ -83,7 +84,7 @@ fn schema_support_on_valid_and_invalid_instances() {
     let (mut valid_seen, mut grammar_admits) = (0, 0);
     let mut validator_disagrees = Vec::new();
     for case in &cases {
-        let compiled = match compiler.compile(&ConstraintSpec::JsonSchema(case.schema.clone())) {
+        let compiled = match compiler.compile(&ConstraintSpec::JsonSchema(case.schema.clone()), &CacheScope::default()) {
             Ok(c) => c,
             Err(refusal) => {
                 assert!(!refusal.to_string().is_empty());
@@ -143,7 +144,7 @@ fn every_document_the_grammar_admits_passes_the_validator() {
     let (mut complete, mut abandoned) = (0, 0);
     let mut rejected = Vec::new();
     for case in cases() {
-        let Ok(compiled) = compiler.compile(&ConstraintSpec::JsonSchema(case.schema.clone())) else { continue };
+        let Ok(compiled) = compiler.compile(&ConstraintSpec::JsonSchema(case.schema.clone()), &CacheScope::default()) else { continue };
         let validator = compiled.validator().unwrap();
         for walk in 0..WALKS {
             let Ok(ActiveConstraint::Llguidance(mut matcher)) = compiled.start(model) else { panic!("llguidance") };

@@ -87,10 +87,7 @@ async fn tools_and_response_format_give_a_call_or_matching_json() {
 #[tokio::test]
 async fn streamed_calls_send_id_and_name_once_then_arguments() {
     for url in [&worker().url, &hermes_worker().url] {
-        let text = client()
-            .post(format!("{url}/v1/chat/completions"))
-            .json(&weather_request(&json!("required"), true))
-            .send()
+        let text = common::signed(client().post(format!("{url}/v1/chat/completions")).json(&weather_request(&json!("required"), true)))
             .await
             .unwrap()
             .text()

@@ -18,8 +18,13 @@ use crate::ratelimit::Limiter;
 #[derive(Debug, Clone)]
 pub enum Outcome {
     Succeeded(Tokens),
-    /// The client left mid-answer: billed for what was delivered.
-    Cancelled(Tokens),
+    /// Ended before its answer was complete, by the client (it left, or stopped reading: 499) or by the
+    /// gateway (the request ran past its longest time): billed for the tokens given.
+    Cancelled {
+        tokens: Tokens,
+        http_status: u16,
+        error_code: Option<String>,
+    },
     /// The worker failed mid-answer: billed for what was delivered.
     Failed {
         tokens: Tokens,
@@ -51,6 +56,8 @@ pub struct Ledger {
     pub held: Held,
     pub leases: Arc<Leases>,
     pub replica: uuid::Uuid,
+    /// How long the request and its hold may live (`lifetime.rs`).
+    pub lifetime: super::Lifetime,
 }
 
 /// How long the record of an answer already delivered is retried before it is given up (and logged).
@@ -86,7 +93,7 @@ impl Ledger {
     pub async fn record(&self, outcome: Outcome) -> Result<Decimal, ApiError> {
         let (tokens, status, http_status, error_code) = match outcome {
             Outcome::Succeeded(tokens) => (tokens, "succeeded", 200, None),
-            Outcome::Cancelled(tokens) => (tokens, "cancelled", 499, None),
+            Outcome::Cancelled { tokens, http_status, error_code } => (tokens, "cancelled", http_status, error_code),
             Outcome::Failed { tokens, http_status, error_code } => (tokens, "failed", http_status, error_code),
             Outcome::Rejected { http_status, error_code } => (Tokens::default(), "rejected", http_status, error_code),
         };

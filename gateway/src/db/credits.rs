@@ -88,16 +88,26 @@ pub async fn grant(
     Ok(Some((id, after)))
 }
 
-/// Releases holds older than `older_than_s`: the backstop for requests whose gateway died before settling
-/// (holds of dead replicas normally go sooner, see [`super::replicas::release_orphaned_holds`]). A request
-/// still running that late settles without a hold, charged from what is available.
+/// Renews a request's hold: the request is still running, so the age limit of [`release_stale_holds`]
+/// counts from now. `false` when the hold is gone (settled, or released).
+///
+/// # Errors
+/// Database errors.
+pub async fn renew_hold(db: &PgPool, request_id: &str) -> Result<bool, sqlx::Error> {
+    let renewed = sqlx::query!("UPDATE credit_holds SET renewed_at = now() WHERE request_id = $1", request_id).execute(db).await?;
+    Ok(renewed.rows_affected() > 0)
+}
+
+/// Releases holds not renewed for `older_than_s`: the backstop for requests whose gateway died before
+/// settling (holds of dead replicas normally go sooner, see [`super::replicas::release_orphaned_holds`]).
+/// A running request renews its hold well within that time (`billing::lifetime`).
 ///
 /// # Errors
 /// Database errors.
 pub async fn release_stale_holds(db: &PgPool, older_than_s: i64) -> Result<u64, sqlx::Error> {
     let done = sqlx::query!(
         "WITH stale AS (
-             DELETE FROM credit_holds WHERE created_at < now() - make_interval(secs => $1) RETURNING tenant_id, amount),
+             DELETE FROM credit_holds WHERE renewed_at < now() - make_interval(secs => $1) RETURNING tenant_id, amount),
          per_tenant AS (SELECT tenant_id, sum(amount) AS amount FROM stale GROUP BY tenant_id)
          UPDATE tenants SET reserved = reserved - per_tenant.amount FROM per_tenant WHERE tenants.id = per_tenant.tenant_id",
         older_than_s as f64,

@@ -89,7 +89,7 @@ async fn answer<D: Dialect>(state: &AppState, prepared: Prepared, dialect: D) ->
     if prepared.stream {
         let include_usage = prepared.include_usage;
         let (ledger, upstream) = worker::open(state, prepared).await?;
-        return Ok(stream::relay(ledger, upstream, dialect.events(include_usage)));
+        return Ok(stream::relay(state, ledger, upstream, dialect.events(include_usage)));
     }
     let (_, answer, cost) = worker::finish_whole(state, prepared).await?;
     Ok(json_response(json_with_cost(&dialect.whole(answer), cost)))

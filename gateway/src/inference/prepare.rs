@@ -70,6 +70,7 @@ pub async fn prepare(
         held,
         leases: Arc::clone(&state.leases),
         replica: state.replica_id,
+        lifetime: state.lifetime.clone(),
     };
     Ok(Prepared { ledger, body, stream: request.stream, include_usage: request.include_usage() })
 }

@@ -1,11 +1,18 @@
 //! Relaying a worker's chunk stream to the client while metering it, in whichever dialect the client
 //! speaks ([`Events`]: chat chunks, Responses events, Messages events).
 //!
-//! The relay runs in its own task, so it finishes its bookkeeping even when the client leaves: a client
-//! that disconnects is billed for the tokens delivered until then (the worker reports a running count on
-//! every chunk), and the worker is released at once. A client that stops reading is cut after
-//! `client_write_timeout_ms` and billed the same way; a worker silent for `worker_idle_timeout_ms` fails
-//! the stream. On a complete answer the cost record is committed before the dialect's last events go out.
+//! The relay runs in its own task, so it finishes its bookkeeping even when the client leaves. Who ended
+//! the stream decides the bill (docs/finance.md, work not received in full):
+//!
+//! - the client left (before or after the first content chunk), or stopped reading for
+//!   `client_write_timeout_ms`, or the stream ran past the longest a request may run: `cancelled`, billed
+//!   for the work done — the prompt the worker read and every token it generated until it let the request
+//!   go, as the worker tells it (`upstream::work_done`), never less than what the worker sent;
+//! - the worker failed (an error chunk, a broken or silent connection): `failed`, billed for what the
+//!   client received.
+//!
+//! The worker is released at once in every case. On a complete answer the cost record is committed before
+//! the dialect's last events go out.
 
 use std::convert::Infallible;
 use std::time::Duration;
@@ -24,6 +31,7 @@ use super::sse::SseReader;
 use crate::billing::{Ledger, Outcome, Tokens};
 use crate::error::ApiError;
 use crate::request_id;
+use crate::state::AppState;
 use crate::upstream::Upstream;
 
 /// The worker's running usage on each chunk; stripped before the chunk reaches the client.
@@ -85,7 +93,8 @@ impl Completion {
 }
 
 /// Answers with the dialect's events as the worker's chunks arrive; the relay runs in its own task.
-pub fn relay(ledger: Ledger, upstream: Upstream, dialect: impl Events) -> Response {
+pub fn relay(state: &AppState, ledger: Ledger, upstream: Upstream, dialect: impl Events) -> Response {
+    let state = state.clone();
     let (tx, rx) = mpsc::channel(64);
     let (completed, completion) = oneshot::channel();
     let request_id = ledger.request_id.clone();
@@ -93,7 +102,7 @@ pub fn relay(ledger: Ledger, upstream: Upstream, dialect: impl Events) -> Respon
     let tasks = ledger.tasks.clone();
     tasks.spawn(
         async move {
-            let complete = run(ledger, upstream, dialect, tx).await;
+            let complete = run(&state, ledger, upstream, dialect, tx).await;
             let _ = completed.send(complete);
         }
         .in_current_span(),
@@ -119,9 +128,20 @@ impl Metered {
         }
     }
 
-    fn failed(&self) -> Outcome {
-        Outcome::Failed { tokens: self.tokens, http_status: 502, error_code: Some("upstream_error".into()) }
-    }
+}
+
+/// How a stream was cut before its end, on the customer's side: billed for the work done.
+enum Cut {
+    /// The client left, or stopped reading.
+    ClientGone,
+    /// The stream ran for the longest a request may.
+    TooLong,
+}
+
+/// The worker a stream came from, to ask what it did once the stream is cut.
+struct Source<'a> {
+    state: &'a AppState,
+    worker: String,
 }
 
 /// Sends the events in order. `false` when the client left, or took none of them for `within`: a client
@@ -141,7 +161,11 @@ async fn send_all(tx: &Tx, events: Vec<Bytes>, within: Duration) -> bool {
 }
 
 /// Relays the stream to its end; `true` when the answer was complete and recorded `succeeded`.
-async fn run(ledger: Ledger, upstream: Upstream, mut dialect: impl Events, tx: Tx) -> bool {
+async fn run(state: &AppState, ledger: Ledger, upstream: Upstream, mut dialect: impl Events, tx: Tx) -> bool {
+    let source = Source { state, worker: upstream.worker.clone() };
+    // The hold lives as long as the stream, and the stream no longer than a request may.
+    let _renewal = ledger.keep_hold();
+    let deadline = ledger.deadline();
     let (upstream_sent, limits) = (upstream.sent, upstream.limits);
     let mut first_token = true;
     let metrics = crate::metrics::global();
@@ -150,29 +174,31 @@ async fn run(ledger: Ledger, upstream: Upstream, mut dialect: impl Events, tx: T
     // What the client has been given: the bill if it leaves.
     let mut delivered = Tokens::default();
     if !send_all(&tx, dialect.start(), limits.client_write).await {
-        cancelled(&ledger, reader, delivered).await;
+        cut(&ledger, &source, reader, &metered, Cut::ClientGone, &mut dialect, &tx).await;
         return false;
     }
     loop {
         let next = tokio::select! {
             () = tx.closed() => None,
-            next = reader.next_data() => Some(next),
+            () = tokio::time::sleep_until(deadline) => Some(None),
+            next = reader.next_data() => Some(Some(next)),
         };
-        let Some(next) = next else {
-            cancelled(&ledger, reader, delivered).await;
-            return false;
+        let next = match next {
+            Some(Some(next)) => next,
+            Some(None) => return cut(&ledger, &source, reader, &metered, Cut::TooLong, &mut dialect, &tx).await,
+            None => return cut(&ledger, &source, reader, &metered, Cut::ClientGone, &mut dialect, &tx).await,
         };
         let data = match next {
             Ok(Some(data)) if data != "[DONE]" => data,
-            Ok(_) => return fail(&ledger, &metered, &mut dialect, &tx, "the worker ended the stream without usage").await,
-            Err(e) => return fail(&ledger, &metered, &mut dialect, &tx, &e).await,
+            Ok(_) => return fail(&ledger, delivered, &mut dialect, &tx, "the worker ended the stream without usage").await,
+            Err(e) => return fail(&ledger, delivered, &mut dialect, &tx, &e).await,
         };
         let Ok(mut chunk) = serde_json::from_str::<Value>(&data) else {
-            return fail(&ledger, &metered, &mut dialect, &tx, "the worker sent a chunk that is not JSON").await;
+            return fail(&ledger, delivered, &mut dialect, &tx, "the worker sent a chunk that is not JSON").await;
         };
         if let Some(error) = chunk.get("error") {
             let message = error["message"].as_str().unwrap_or("the worker failed mid-answer").to_owned();
-            return fail(&ledger, &metered, &mut dialect, &tx, &message).await;
+            return fail(&ledger, delivered, &mut dialect, &tx, &message).await;
         }
         metered.take_running(&mut chunk);
         dialect.metered(metered.tokens);
@@ -189,8 +215,7 @@ async fn run(ledger: Ledger, upstream: Upstream, mut dialect: impl Events, tx: T
                 metrics.ttft.observe(&[&ledger.model.id], ledger.started.elapsed());
             }
             if !send_all(&tx, dialect.chunk(chunk), limits.client_write).await {
-                cancelled(&ledger, reader, delivered).await;
-                return false;
+                return cut(&ledger, &source, reader, &metered, Cut::ClientGone, &mut dialect, &tx).await;
             }
             delivered = metered.tokens;
             continue;
@@ -210,13 +235,34 @@ async fn run(ledger: Ledger, upstream: Upstream, mut dialect: impl Events, tx: T
     }
 }
 
-/// The client left or stopped reading: it is billed for the tokens it was given.
-async fn cancelled<S>(ledger: &Ledger, reader: SseReader<S>, delivered: Tokens) {
-    // Dropping the reader closes the worker connection, freeing its slot.
+/// The stream was cut on the customer's side: the worker is let go, asked what it did, and the request
+/// billed for that work (at least what the worker sent). A client still there is told why.
+async fn cut<S>(ledger: &Ledger, source: &Source<'_>, reader: SseReader<S>, metered: &Metered, why: Cut, dialect: &mut impl Events, tx: &Tx) -> bool {
+    // Dropping the reader closes the worker connection: the worker frees the slot and counts the work.
     drop(reader);
-    if let Err(e) = ledger.record_delivered(Outcome::Cancelled(delivered)).await {
-        tracing::error!(request_id = %ledger.request_id, error = %e, "cancelled stream not recorded");
+    let told = crate::upstream::work_done(source.state, &source.worker, &ledger.request_id).await;
+    let tokens = told.map_or(metered.tokens, |usage| at_least(Tokens::of_usage(&usage), metered.tokens));
+    let error = match why {
+        Cut::ClientGone => None,
+        Cut::TooLong => Some(ApiError::MaxDurationExceeded(u32::try_from(ledger.lifetime.max_request.as_secs()).unwrap_or(u32::MAX))),
+    };
+    let outcome = match &error {
+        None => Outcome::Cancelled { tokens, http_status: 499, error_code: None },
+        Some(error) => Outcome::Cancelled { tokens, http_status: error.status().as_u16(), error_code: error.code() },
+    };
+    if let Err(e) = ledger.record_delivered(outcome).await {
+        tracing::error!(request_id = %ledger.request_id, error = %e, "cut stream not recorded");
     }
+    if let Some(error) = error {
+        tracing::info!(request_id = %ledger.request_id, "stream ended at the longest a request may run");
+        send_all(tx, dialect.error(&error), CLIENT_ERROR_WAIT).await;
+    }
+    false
+}
+
+/// The larger of each count: the worker's tale of its work never bills less than the answer it sent.
+fn at_least(told: Tokens, seen: Tokens) -> Tokens {
+    Tokens::new(told.input.max(seen.input), told.cached.max(seen.cached), told.output.max(seen.output))
 }
 
 fn carries_answer(chunk: &Value) -> bool {
@@ -224,10 +270,12 @@ fn carries_answer(chunk: &Value) -> bool {
     delta["content"].as_str().is_some_and(|t| !t.is_empty()) || delta["tool_calls"].is_array()
 }
 
-/// The worker failed mid-stream: the client gets a clean error and is billed for what it received.
-async fn fail(ledger: &Ledger, metered: &Metered, dialect: &mut impl Events, tx: &Tx, why: &str) -> bool {
+/// The worker failed mid-stream (broke, went silent, or sent an error such as an answer that fails its
+/// schema): the fault is ours, so the client gets a clean error and is billed only for what it received.
+async fn fail(ledger: &Ledger, delivered: Tokens, dialect: &mut impl Events, tx: &Tx, why: &str) -> bool {
     tracing::warn!(request_id = %ledger.request_id, %why, "stream failed");
-    if let Err(e) = ledger.record_delivered(metered.failed()).await {
+    let outcome = Outcome::Failed { tokens: delivered, http_status: 502, error_code: Some("upstream_error".into()) };
+    if let Err(e) = ledger.record_delivered(outcome).await {
         tracing::error!(request_id = %ledger.request_id, error = %e, "failed stream not recorded");
     }
     send_all(tx, dialect.error(&ApiError::UpstreamFailed(why.to_owned())), CLIENT_ERROR_WAIT).await;

@@ -38,6 +38,8 @@ pub async fn open(state: &AppState, prepared: Prepared) -> Result<(Ledger, Upstr
 /// As [`open`], or 503 when the cost record cannot be written (the answer is then not served).
 pub async fn finish_whole(state: &AppState, prepared: Prepared) -> Result<(Ledger, Value, Decimal), ApiError> {
     let Prepared { ledger, body, .. } = prepared;
+    // The hold lives as long as the request.
+    let _renewal = ledger.keep_hold();
     let (sent, early) = (Instant::now(), ledger.writer.sent(&ledger.model.id));
     let upstream = send(state, &ledger, &body).await;
     // A request expected from its send stays expected under the same guard: a group begun since waits for

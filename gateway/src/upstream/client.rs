@@ -5,7 +5,9 @@
 //! already be on its way to the client.
 //!
 //! Every request carries its tenant's cache scope (`runaii_wire::cache_scope`): a worker reuses a cached
-//! prompt prefix only for the tenant that left it.
+//! prompt prefix only for the tenant that left it. Each request is signed for its body, scope and time
+//! (`runaii_wire::signed_request`); an engine of another make gets the static bearer instead
+//! (`Registry::authorization`).
 //!
 //! What a worker answers about the request itself (a 4xx, a 5xx such as a failed validation) is that
 //! request's outcome: it never takes the worker out of rotation for everyone else. Only transport
@@ -14,8 +16,9 @@
 
 use std::time::{Duration, Instant};
 
-use reqwest::header::{HeaderMap, HeaderValue, AUTHORIZATION};
+use reqwest::header::{HeaderMap, HeaderValue, AUTHORIZATION, CONTENT_TYPE};
 use runaii_wire::cache_scope::{self, CacheScope};
+use runaii_wire::signed_request::RequestFacts;
 use serde_json::Value;
 use tracing::field::Empty;
 use tracing::Instrument as _;
@@ -48,6 +51,9 @@ pub struct Limits {
     pub client_write: Duration,
 }
 
+/// Where a worker takes chat completions.
+const CHAT_PATH: &str = "/v1/chat/completions";
+
 /// Tries at most this many workers for one request.
 const ATTEMPTS: usize = 2;
 
@@ -74,13 +80,15 @@ pub async fn send(state: &AppState, tenant: Uuid, model: &str, body: &Value, req
         worker_idle: Duration::from_millis(state.settings.workers.worker_idle_timeout_ms),
         client_write: Duration::from_millis(state.settings.client_write_timeout_ms),
     };
-    let scope = CacheScope::of_tenant(tenant.as_bytes());
+    let scope = CacheScope::of_tenant(&state.secrets, tenant.as_bytes());
+    // Written once, signed per attempt: the signature covers these very bytes.
+    let body = serde_json::to_vec(body).map_err(|e| ApiError::Internal(format!("request body not serialized: {e}")))?;
     let mut all_busy = true;
     let mut last_failure = String::new();
     for worker in workers.iter().take(ATTEMPTS) {
         let started = Instant::now();
         let in_flight = state.registry.start_request(&worker.url);
-        match attempt(state, &worker.url, body, request_id, &scope, timeout).await {
+        match attempt(state, &worker.url, &body, request_id, &scope, timeout).await {
             Attempt::Answered(response) if response.status() == reqwest::StatusCode::SERVICE_UNAVAILABLE => {
                 // A full queue is load, not failure, and nothing ran: try the next worker.
                 tracing::info!(%request_id, worker = %worker.url, "worker at capacity; trying another");
@@ -106,7 +114,7 @@ pub async fn send(state: &AppState, tenant: Uuid, model: &str, body: &Value, req
     Err(ApiError::UpstreamFailed(last_failure))
 }
 
-async fn attempt(state: &AppState, url: &str, body: &Value, request_id: &str, scope: &CacheScope, timeout: Duration) -> Attempt {
+async fn attempt(state: &AppState, url: &str, body: &[u8], request_id: &str, scope: &CacheScope, timeout: Duration) -> Attempt {
     // The worker's span continues this one: the trace goes on in its `traceparent` header.
     let span = tracing::info_span!(
         "worker request",
@@ -121,13 +129,15 @@ async fn attempt(state: &AppState, url: &str, body: &Value, request_id: &str, sc
     if let Some(value) = scope.header_value().and_then(|v| HeaderValue::from_str(v).ok()) {
         headers.insert(cache_scope::HEADER, value);
     }
+    let facts = RequestFacts { method: "POST", path: CHAT_PATH, body, scope: scope.header_value() };
     let request = state
         .http
-        .post(format!("{url}/v1/chat/completions"))
+        .post(format!("{url}{CHAT_PATH}"))
         .headers(headers)
-        .header(AUTHORIZATION, state.registry.bearer_header())
+        .header(AUTHORIZATION, state.registry.authorization(url, &facts))
+        .header(CONTENT_TYPE, "application/json")
         .header("x-request-id", request_id)
-        .json(body)
+        .body(body.to_vec())
         .send()
         .instrument(span.clone());
     // Until the response headers: a worker that accepted the request and then hangs is cut here. (A

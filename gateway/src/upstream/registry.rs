@@ -19,6 +19,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use runaii_wire::announcement::{self, Opened, Rejected, REGISTRY_KEY};
+use runaii_wire::signed_request;
 use runaii_wire::worker_auth::WorkerSecrets;
 use sqlx::PgPool;
 
@@ -55,6 +56,9 @@ pub struct Registry {
     set_aside: Mutex<HashMap<String, Instant>>,
     /// Fields already warned about, so a bad entry is logged once, not at every refresh.
     warned: Mutex<HashSet<String>>,
+    /// Configured workers whose `/health` does not say they check signed requests: engines of another
+    /// make, sent the static bearer.
+    bearer_only: RwLock<HashSet<String>>,
 }
 
 impl std::fmt::Debug for Registry {
@@ -78,6 +82,7 @@ impl Registry {
             load: LocalLoad::default(),
             set_aside: Mutex::default(),
             warned: Mutex::default(),
+            bearer_only: RwLock::default(),
         }
     }
 
@@ -200,22 +205,28 @@ impl Registry {
             }
         };
         let mut fresh = Vec::with_capacity(configured.len());
+        let mut bearer_only = HashSet::new();
         for (model, url) in configured {
             let mark = self.load.mark(&url);
-            if let Some(status) = self.probe_one(&model, &url).await {
+            if let Some((status, signed)) = self.probe_one(&model, &url).await {
                 // Healthy again: back into routing before its set-aside ends.
                 self.set_aside.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(&url);
+                if !signed {
+                    bearer_only.insert(url);
+                }
                 fresh.push((status, mark));
             }
         }
+        *self.bearer_only.write().unwrap_or_else(std::sync::PoisonError::into_inner) = bearer_only;
         self.view.write().unwrap_or_else(std::sync::PoisonError::into_inner).probed = fresh;
     }
 
-    async fn probe_one(&self, model: &str, url: &str) -> Option<WorkerStatus> {
+    /// The worker's status, and whether it checks signed requests (a runaii worker says so on `/health`).
+    async fn probe_one(&self, model: &str, url: &str) -> Option<(WorkerStatus, bool)> {
+        // No credential: `/health` is open, and a bearer sent here would cross the network for nothing.
         let response = self
             .http
             .get(format!("{url}/health"))
-            .header(reqwest::header::AUTHORIZATION, self.secrets.bearer_header())
             .timeout(Duration::from_secs(1))
             .send()
             .await
@@ -231,13 +242,10 @@ impl Registry {
             return None;
         }
         let n = |k: &str| health[k].as_u64().unwrap_or(0);
-        Some(WorkerStatus {
-            url: url.to_owned(),
-            model: model.to_owned(),
-            slots: n("slots"),
-            slots_busy: n("slots_busy"),
-            queue_depth: n("queue_depth"),
-        })
+        let signed = health["credential"] == signed_request::HEALTH_CREDENTIAL;
+        let status =
+            WorkerStatus { url: url.to_owned(), model: model.to_owned(), slots: n("slots"), slots_busy: n("slots_busy"), queue_depth: n("queue_depth") };
+        Some((status, signed))
     }
 
     pub async fn probe_forever(&self, every: Duration) {
@@ -248,9 +256,14 @@ impl Registry {
         }
     }
 
-    /// The header every request to a worker carries.
+    /// The `Authorization` of a request to the worker at `url`: signed for that request, or, for a
+    /// configured engine of another make (its `/health` does not say it checks signatures), the static
+    /// bearer. Announced workers are runaii workers: they always get a signature.
     #[must_use]
-    pub fn bearer_header(&self) -> String {
-        self.secrets.bearer_header()
+    pub fn authorization(&self, url: &str, facts: &signed_request::RequestFacts<'_>) -> String {
+        if self.bearer_only.read().unwrap_or_else(std::sync::PoisonError::into_inner).contains(url) {
+            return self.secrets.bearer_header();
+        }
+        self.secrets.sign_request(facts, signed_request::now_s())
     }
 }

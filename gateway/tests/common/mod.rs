@@ -76,6 +76,7 @@ pub fn test_settings(database_url: String) -> Settings {
             idempotency_ttl_hours: 24,
             idempotency_max_stored_bytes: 8 * 1024 * 1024,
             hold_expiry_s: 7200,
+            max_request_s: 3600,
             replica_heartbeat_ms: 500,
             replica_timeout_ms: 30_000,
         },

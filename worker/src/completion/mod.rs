@@ -16,6 +16,7 @@ use tokio::sync::mpsc;
 use crate::constraint::{Compiled, ConstraintSpec, OutputValidator};
 use crate::engine::{Event, Job, Loaded, SamplingParams};
 use crate::error::ApiError;
+use crate::work_done::Reporter;
 use crate::tools::{grammar, Choice, ToolFormat, ToolRequest};
 
 /// A checked request, ready to submit.
@@ -42,11 +43,11 @@ impl Prepared {
     }
 
     /// Hands the job to the engine's bounded queue; its prompt may reuse cached prefixes of `cache_scope`
-    /// only.
+    /// only, and `report` tells the work done when the engine lets it go.
     ///
     /// # Errors
     /// [`ApiError::Overloaded`] when the queue is full.
-    pub fn submit(self, loaded: &Loaded, cache_scope: CacheScope) -> Result<mpsc::UnboundedReceiver<Event>, ApiError> {
+    pub fn submit(self, loaded: &Loaded, cache_scope: CacheScope, report: Reporter) -> Result<mpsc::UnboundedReceiver<Event>, ApiError> {
         let (events, receiver) = mpsc::unbounded_channel();
         let job = Job {
             prompt: self.prompt,
@@ -57,6 +58,7 @@ impl Prepared {
             events,
             enqueued: Instant::now(),
             cache_scope,
+            report,
         };
         loaded.jobs.try_send(job).map_err(|_| ApiError::Overloaded)?;
         Ok(receiver)
@@ -74,6 +76,7 @@ pub async fn prepare(
     loaded: &Arc<Loaded>,
     model_id: &str,
     default_max_tokens: u32,
+    scope: &CacheScope,
 ) -> Result<Prepared, ApiError> {
     if request.model != model_id {
         return Err(ApiError::ModelNotFound(request.model.clone()));
@@ -127,8 +130,8 @@ pub async fn prepare(
     let constraint = match spec {
         None => None,
         Some((spec, param)) => {
-            let compiler = Arc::clone(&loaded.compiler);
-            let compiled = tokio::task::spawn_blocking(move || compiler.compile(&spec))
+            let (compiler, scope) = (Arc::clone(&loaded.compiler), scope.clone());
+            let compiled = tokio::task::spawn_blocking(move || compiler.compile(&spec, &scope))
                 .await
                 .map_err(|e| ApiError::Internal(format!("constraint compile task failed: {e}")))?;
             Some(compiled.map_err(|refusal| ApiError::Refused { refusal, param })?)

@@ -19,6 +19,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use llama_cpp_2::model::LlamaModel;
+use runaii_wire::cache_scope::CacheScope;
 use llguidance::api::TopLevelGrammar;
 use llguidance::{Matcher, ParserFactory};
 use serde_json::Value;
@@ -41,9 +42,13 @@ pub enum ConstraintSpec {
 }
 
 impl ConstraintSpec {
-    fn cache_key(&self) -> [u8; 32] {
+    /// The cache key of this constraint for requests of `scope`: each tenant's compiled constraints are
+    /// its own, so how fast a schema compiles never tells one tenant that another sent it recently.
+    fn cache_key(&self, scope: &CacheScope) -> [u8; 32] {
         use sha2::{Digest, Sha256};
         let mut hasher = Sha256::new();
+        hasher.update(scope.header_value().unwrap_or("").as_bytes());
+        hasher.update(b"\0");
         match self {
             Self::JsonObject => hasher.update(b"json_object"),
             Self::JsonSchema(schema) => {
@@ -172,8 +177,8 @@ impl ConstraintCompiler {
     ///
     /// # Errors
     /// A [`Refusal`] when the constraint is invalid or cannot be enforced exactly.
-    pub fn compile(&self, spec: &ConstraintSpec) -> Result<Arc<Compiled>, Refusal> {
-        let key = spec.cache_key();
+    pub fn compile(&self, spec: &ConstraintSpec, scope: &CacheScope) -> Result<Arc<Compiled>, Refusal> {
+        let key = spec.cache_key(scope);
         if let Some(hit) = self.cache.get(&key) {
             return hit;
         }
@@ -225,4 +230,20 @@ impl ConstraintCompiler {
 
 fn first_line(message: &str) -> String {
     message.lines().next().unwrap_or(message).trim().to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_constraint_is_cached_per_scope() {
+        let spec = ConstraintSpec::JsonSchema(serde_json::json!({"type": "object", "properties": {"salary_band": {"enum": ["a", "b"]}}}));
+        let (a, b) = (CacheScope::parse("tenant-a"), CacheScope::parse("tenant-b"));
+        let (Some(a), Some(b)) = (a, b) else { panic!("scopes") };
+        assert_eq!(spec.cache_key(&a), spec.cache_key(&a));
+        assert_ne!(spec.cache_key(&a), spec.cache_key(&b), "another tenant's compiled schema is not found");
+        assert_ne!(spec.cache_key(&a), spec.cache_key(&CacheScope::default()));
+        assert_ne!(spec.cache_key(&a), ConstraintSpec::JsonObject.cache_key(&a));
+    }
 }

@@ -42,6 +42,8 @@ pub struct Job {
     pub enqueued: Instant,
     /// Whose cached prefixes this prompt may reuse (`prefix.rs`).
     pub cache_scope: CacheScope,
+    /// Tells the work done when the job is let go, whatever the reason (`crate::work_done`).
+    pub report: crate::work_done::Reporter,
 }
 
 /// What the engine tells a request, in order: deltas, then exactly one `Done` or `Failed`.

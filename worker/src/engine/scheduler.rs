@@ -206,6 +206,9 @@ impl Scheduler<'_> {
     /// Frees the sequence in `index`. Its KV cache stays, for the next prompt that shares a prefix.
     fn release(&mut self, index: usize) -> Option<Active> {
         let mut active = self.slots[index].take()?;
+        // Told when `active` is dropped: what a gateway that cut the request is billed from.
+        let work = active.work_done();
+        active.job.report.set(work);
         self.stats.active_slots.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
         self.clock += 1;
         let scope = std::mem::take(&mut active.job.cache_scope);

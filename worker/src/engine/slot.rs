@@ -68,6 +68,14 @@ impl Active {
         self.first_sample.is_none()
     }
 
+    /// The work done for this request so far: the prompt tokens read (those found cached among them) and
+    /// the tokens generated. A request let go during its prompt has read only the chunks decoded.
+    pub fn work_done(&self) -> Usage {
+        let prompt = self.prompt_tokens();
+        let read = if self.is_prefilling() { prompt.saturating_sub(u32::try_from(self.pending.len()).unwrap_or(u32::MAX)) } else { prompt };
+        Usage::new(read, self.generated).with_cached(self.cached_tokens.min(read))
+    }
+
     pub fn send(&self, event: Event) {
         // A closed channel means the client left; the scheduler frees the slot on its next pass.
         let _ = self.job.events.send(event);

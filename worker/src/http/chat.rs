@@ -41,7 +41,7 @@ async fn handle(state: &AppState, headers: &HeaderMap, body: Result<Bytes, Bytes
     })?;
     let request: ChatCompletionRequest = serde_json::from_slice(&body).map_err(|e| ApiError::InvalidJson(e.to_string()))?;
     let loaded = state.ready()?;
-    let prepared = completion::prepare(&request, loaded, &state.settings.model_id, state.settings.default_max_tokens)
+    let prepared = completion::prepare(&request, loaded, &state.settings.model_id, state.settings.default_max_tokens, &scope)
         .instrument(tracing::info_span!("prepare"))
         .await;
     let prepared = prepared.inspect_err(|e| state.metrics.record_refusal(e))?;
@@ -51,7 +51,8 @@ async fn handle(state: &AppState, headers: &HeaderMap, body: Result<Bytes, Bytes
     let validator = prepared.validator();
     let tools = prepared.tools.clone();
     let prepared_prompt_tokens = u32::try_from(prepared.prompt.len()).unwrap_or(u32::MAX);
-    let events = prepared.submit(loaded, scope)?;
+    let report = state.work.enter(headers.get("x-request-id").and_then(|v| v.to_str().ok()));
+    let events = prepared.submit(loaded, scope, report)?;
     let meta = ResponseMeta::new(&request.model);
     // From the queue to the last token; a stream's relay task carries it to the stream's end.
     let generation = tracing::info_span!("generate", prompt_tokens = i64::from(prepared_prompt_tokens), stream = request.stream);

@@ -26,6 +26,8 @@ pub(super) async fn health(State(state): State<AppState>) -> Response {
         "threads": settings.threads,
         "chat_template": loaded.template.from_model,
         "supports_tools": loaded.template.supports_tools,
+        // A gateway signs its requests to this worker, and sends it no bearer.
+        "credential": runaii_wire::signed_request::HEALTH_CREDENTIAL,
     }))
     .into_response()
 }

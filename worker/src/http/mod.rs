@@ -6,6 +6,7 @@ mod health;
 mod metrics;
 mod shape;
 mod stream;
+mod work;
 
 use std::sync::{Arc, OnceLock};
 
@@ -15,6 +16,7 @@ use axum::Router;
 
 pub use metrics::HttpMetrics;
 
+use runaii_wire::signed_request::RequestCheck;
 use runaii_wire::worker_auth::WorkerSecrets;
 
 use crate::config::Settings;
@@ -27,8 +29,12 @@ pub struct AppState {
     pub settings: Arc<Settings>,
     pub loaded: Arc<OnceLock<Arc<Loaded>>>,
     pub metrics: Arc<HttpMetrics>,
-    /// Who may ask for inference: the gateways, proven by the bearer token of the fleet's secret.
+    /// Who may ask for inference: the gateways, proven by their signature under the fleet's secret.
     pub secrets: WorkerSecrets,
+    /// The signed requests' window and the nonces already spent.
+    pub requests: Arc<RequestCheck>,
+    /// What recent requests cost the engine (`crate::work_done`).
+    pub work: Arc<crate::work_done::WorkBook>,
 }
 
 impl AppState {
@@ -43,6 +49,7 @@ pub fn router(state: AppState) -> Router {
     let limit = state.settings.max_body_bytes;
     let inference = Router::new()
         .route("/v1/chat/completions", post(chat::create))
+        .route("/v1/requests/{id}/usage", get(work::usage))
         .route_layer(axum::middleware::from_fn_with_state(state.clone(), auth::require_gateway));
     Router::new()
         .merge(inference)

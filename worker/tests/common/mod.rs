@@ -21,12 +21,12 @@ pub fn start(extra: &[&str]) -> WorkerProcess {
     runaii_testkit::start_worker(Path::new(env!("CARGO_BIN_EXE_runaii-worker")), extra)
 }
 
-/// A client that speaks as a gateway: every request carries the worker bearer token.
+/// A client for a worker; send inference requests with [`signed`], which signs them as a gateway does.
 pub fn client() -> reqwest::Client {
-    let mut headers = reqwest::header::HeaderMap::new();
-    headers.insert(reqwest::header::AUTHORIZATION, runaii_testkit::worker_bearer().parse().unwrap());
-    reqwest::Client::builder().timeout(Duration::from_secs(1800)).default_headers(headers).build().unwrap()
+    reqwest::Client::builder().timeout(Duration::from_secs(1800)).build().unwrap()
 }
+
+pub use runaii_testkit::send_signed as signed;
 
 /// A client with no credential: what anything else on the network is.
 pub fn anonymous_client() -> reqwest::Client {
@@ -34,7 +34,7 @@ pub fn anonymous_client() -> reqwest::Client {
 }
 
 pub async fn post(base: &str, body: &Value) -> (u16, Value) {
-    let r = client().post(format!("{base}/v1/chat/completions")).json(body).send().await.unwrap();
+    let r = signed(client().post(format!("{base}/v1/chat/completions")).json(body)).await.unwrap();
     let status = r.status().as_u16();
     let text = r.text().await.unwrap();
     (status, serde_json::from_str(&text).unwrap_or_else(|_| panic!("non-JSON body ({status}): {text}")))
