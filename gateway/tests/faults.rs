@@ -362,9 +362,11 @@ async fn schema_bombs_get_a_fast_400_and_leave_the_worker_serving() {
     assert!(started.elapsed() < Duration::from_secs(10));
 
     // The worker, asked directly, refuses the bomb itself.
-    let direct = runaii_testkit::send_signed(client().post(format!("{}/v1/chat/completions", common::worker().url)).json(&with_schema(nested_any_of(15))))
-        .await
-        .unwrap();
+    let direct = runaii_testkit::send_signed(
+        client().post(format!("{}/v1/chat/completions", common::worker().url)).json(&with_schema(nested_any_of(15))),
+    )
+    .await
+    .unwrap();
     assert_eq!(direct.status(), 400);
     let direct: Value = direct.json().await.unwrap();
     assert_eq!(direct["error"]["code"], "grammar_rejected", "{direct}");

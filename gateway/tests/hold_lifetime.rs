@@ -67,13 +67,12 @@ async fn a_live_stream_keeps_its_hold_and_one_past_the_longest_time_is_ended_and
     let text = reader.await.unwrap();
     let last: Value = serde_json::from_str(sse_data(&text).last().unwrap()).unwrap();
     assert_eq!(last["error"]["code"], "max_duration_exceeded", "{last}");
-    let (status, code, output, cost, shortfall): (String, Option<String>, i32, Decimal, Decimal) = sqlx::query_as(
-        "SELECT status, error_code, output_tokens, cost, shortfall FROM cost_records WHERE request_id = $1",
-    )
-    .bind(&request_id)
-    .fetch_one(&app.db)
-    .await
-    .unwrap();
+    let (status, code, output, cost, shortfall): (String, Option<String>, i32, Decimal, Decimal) =
+        sqlx::query_as("SELECT status, error_code, output_tokens, cost, shortfall FROM cost_records WHERE request_id = $1")
+            .bind(&request_id)
+            .fetch_one(&app.db)
+            .await
+            .unwrap();
     assert_eq!((status.as_str(), code.as_deref()), ("cancelled", Some("max_duration_exceeded")));
     assert!(output > 0 && cost > Decimal::ZERO, "billed for the work done: {output} tokens, {cost}");
     assert_eq!(shortfall, Decimal::ZERO, "the hold covered it: it was never released");

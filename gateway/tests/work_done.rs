@@ -25,13 +25,17 @@ fn request(endpoint: &str, system: &str, user: &str, max_tokens: u32, schema: Op
     let mut body = match endpoint {
         "/v1/chat/completions" => json!({"model": MODEL, "stream": stream, "max_tokens": max_tokens,
             "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}]}),
-        "/v1/responses" => json!({"model": MODEL, "stream": stream, "max_output_tokens": max_tokens, "instructions": system, "input": user}),
+        "/v1/responses" => {
+            json!({"model": MODEL, "stream": stream, "max_output_tokens": max_tokens, "instructions": system, "input": user})
+        }
         _ => json!({"model": MODEL, "stream": stream, "max_tokens": max_tokens, "system": system,
             "messages": [{"role": "user", "content": user}]}),
     };
     if let Some(schema) = schema {
         match endpoint {
-            "/v1/chat/completions" => body["response_format"] = json!({"type": "json_schema", "json_schema": {"name": "n", "schema": schema}}),
+            "/v1/chat/completions" => {
+                body["response_format"] = json!({"type": "json_schema", "json_schema": {"name": "n", "schema": schema}})
+            }
             "/v1/responses" => body["text"] = json!({"format": {"type": "json_schema", "name": "n", "schema": schema}}),
             _ => body["output_format"] = json!({"type": "json_schema", "schema": schema}),
         }
@@ -71,7 +75,8 @@ async fn open(app: &TestApp, endpoint: &str, body: &Value) -> (reqwest::Response
 /// A prompt of about 2,500 tokens no other request has sent (so no cache holds it): its reading takes
 /// the worker a while.
 fn long_prompt() -> String {
-    let lines: Vec<String> = (1..=150).map(|i| format!("Line {i}: the ledger entry {i} was checked, and its amount kept as written.")).collect();
+    let lines: Vec<String> =
+        (1..=150).map(|i| format!("Line {i}: the ledger entry {i} was checked, and its amount kept as written.")).collect();
     format!("Case {}.\n{}", uuid::Uuid::now_v7(), lines.join("\n"))
 }
 

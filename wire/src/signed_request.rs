@@ -211,7 +211,14 @@ mod tests {
     fn malformed_credentials_are_refused() {
         let (a, check) = (secrets(A), RequestCheck::new(Duration::from_secs(30)));
         let f = facts(b"{}", None);
-        for bad in ["", "Bearer x", &a.bearer_header(), "RunaiiSig t=1000", "RunaiiSig t=1000,n=zz,sig=00", "RunaiiSig t=x,n=00000000000000000000000000000000,sig=00"] {
+        for bad in [
+            "",
+            "Bearer x",
+            &a.bearer_header(),
+            "RunaiiSig t=1000",
+            "RunaiiSig t=1000,n=zz,sig=00",
+            "RunaiiSig t=x,n=00000000000000000000000000000000,sig=00",
+        ] {
             assert_eq!(check.check(&a, bad, &f, 1000), Err(Refusal::Malformed), "{bad}");
         }
     }

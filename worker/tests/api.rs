@@ -138,9 +138,11 @@ async fn assert_error(body: Value, want_status: u16, code: &str) {
 #[tokio::test]
 async fn bad_input_is_a_clear_4xx_and_the_worker_lives() {
     let base = &worker().url;
-    let raw = common::signed(common::client().post(format!("{base}/v1/chat/completions")).header("content-type", "application/json").body("{\"model\": "))
-        .await
-        .unwrap();
+    let raw = common::signed(
+        common::client().post(format!("{base}/v1/chat/completions")).header("content-type", "application/json").body("{\"model\": "),
+    )
+    .await
+    .unwrap();
     assert_eq!(raw.status(), 400);
     let body: Value = raw.json().await.unwrap();
     assert_eq!(body["error"]["code"], "invalid_json");

@@ -80,7 +80,8 @@ async fn with_the_cache_off_every_prompt_is_decoded_whole() {
 }
 
 async fn post_scoped(base: &str, body: &Value, scope: &str) -> Value {
-    let r = common::signed(client().post(format!("{base}/v1/chat/completions")).header(cache_scope::HEADER, scope).json(body)).await.unwrap();
+    let r =
+        common::signed(client().post(format!("{base}/v1/chat/completions")).header(cache_scope::HEADER, scope).json(body)).await.unwrap();
     assert_eq!(r.status(), 200);
     r.json().await.unwrap()
 }

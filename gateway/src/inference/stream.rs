@@ -127,7 +127,6 @@ impl Metered {
             self.tokens = Tokens::new(running.input, running.cached, self.tokens.output.max(running.output));
         }
     }
-
 }
 
 /// How a stream was cut before its end, on the customer's side: billed for the work done.
@@ -237,7 +236,15 @@ async fn run(state: &AppState, ledger: Ledger, upstream: Upstream, mut dialect: 
 
 /// The stream was cut on the customer's side: the worker is let go, asked what it did, and the request
 /// billed for that work (at least what the worker sent). A client still there is told why.
-async fn cut<S>(ledger: &Ledger, source: &Source<'_>, reader: SseReader<S>, metered: &Metered, why: Cut, dialect: &mut impl Events, tx: &Tx) -> bool {
+async fn cut<S>(
+    ledger: &Ledger,
+    source: &Source<'_>,
+    reader: SseReader<S>,
+    metered: &Metered,
+    why: Cut,
+    dialect: &mut impl Events,
+    tx: &Tx,
+) -> bool {
     // Dropping the reader closes the worker connection: the worker frees the slot and counts the work.
     drop(reader);
     let told = crate::upstream::work_done(source.state, &source.worker, &ledger.request_id).await;

@@ -224,13 +224,7 @@ impl Registry {
     /// The worker's status, and whether it checks signed requests (a runaii worker says so on `/health`).
     async fn probe_one(&self, model: &str, url: &str) -> Option<(WorkerStatus, bool)> {
         // No credential: `/health` is open, and a bearer sent here would cross the network for nothing.
-        let response = self
-            .http
-            .get(format!("{url}/health"))
-            .timeout(Duration::from_secs(1))
-            .send()
-            .await
-            .ok()?;
+        let response = self.http.get(format!("{url}/health")).timeout(Duration::from_secs(1)).send().await.ok()?;
         if !response.status().is_success() {
             return None;
         }
@@ -243,8 +237,13 @@ impl Registry {
         }
         let n = |k: &str| health[k].as_u64().unwrap_or(0);
         let signed = health["credential"] == signed_request::HEALTH_CREDENTIAL;
-        let status =
-            WorkerStatus { url: url.to_owned(), model: model.to_owned(), slots: n("slots"), slots_busy: n("slots_busy"), queue_depth: n("queue_depth") };
+        let status = WorkerStatus {
+            url: url.to_owned(),
+            model: model.to_owned(),
+            slots: n("slots"),
+            slots_busy: n("slots_busy"),
+            queue_depth: n("queue_depth"),
+        };
         Some((status, signed))
     }
 

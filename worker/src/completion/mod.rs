@@ -16,8 +16,8 @@ use tokio::sync::mpsc;
 use crate::constraint::{Compiled, ConstraintSpec, OutputValidator};
 use crate::engine::{Event, Job, Loaded, SamplingParams};
 use crate::error::ApiError;
-use crate::work_done::Reporter;
 use crate::tools::{grammar, Choice, ToolFormat, ToolRequest};
+use crate::work_done::Reporter;
 
 /// A checked request, ready to submit.
 #[derive(Debug)]

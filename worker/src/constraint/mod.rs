@@ -19,9 +19,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use llama_cpp_2::model::LlamaModel;
-use runaii_wire::cache_scope::CacheScope;
 use llguidance::api::TopLevelGrammar;
 use llguidance::{Matcher, ParserFactory};
+use runaii_wire::cache_scope::CacheScope;
 use serde_json::Value;
 
 pub use schema::{compact_separators, OutputValidator, OutputViolation};
