@@ -27,6 +27,8 @@ impl Dialect for Chat {
     }
 
     fn read(request: Value, id: String) -> Result<(Self, Value), ApiError> {
+        // Not kept and not forwarded to any effect, but bounded as OpenAI bounds it.
+        super::metadata::check_openai(request.get("metadata"), "invalid_request_error")?;
         Ok((Self { id }, request))
     }
 

@@ -46,18 +46,27 @@ pub struct CreatedKey {
     pub key: String,
 }
 
+/// Keys a tenant may have, revoked ones included (their rows are kept): customers create keys from the
+/// console, and each is a row and an audit row.
+pub const MAX_KEYS_PER_TENANT: i64 = 10_000;
+
 /// # Errors
 /// [`OpError::Invalid`] for a name over 200 characters, [`OpError::NotFound`] for an unknown tenant,
-/// [`OpError::Conflict`] for a limit that is not positive.
+/// [`OpError::Conflict`] for a limit that is not positive or a tenant that has [`MAX_KEYS_PER_TENANT`].
 pub async fn create(db: &sqlx::PgPool, actor: Actor<'_>, tenant: Uuid, spec: &KeySpec) -> Result<CreatedKey, OpError> {
     if spec.name.chars().count() > 200 {
         return Err(OpError::invalid("name must be at most 200 characters", "name"));
     }
     let (key, public_id, hash) = auth::generate();
     let mut tx = db.begin().await?;
+    if keys::count(&mut tx, tenant).await? >= MAX_KEYS_PER_TENANT {
+        return Err(OpError::Conflict(format!("the tenant has {MAX_KEYS_PER_TENANT} keys, the most it may have")));
+    }
     let new = NewKey { name: &spec.name, expires_at: spec.expires_at, rpm_limit: spec.rpm_limit, tpm_limit: spec.tpm_limit };
     let info = keys::insert(&mut tx, tenant, &public_id, &hash, &new).await?;
     audit(&mut tx, actor, "key.create", ("api_key", info.id.to_string()), None, snapshot(&info)).await?;
+    // A replica that was asked for this public id before remembers it as unknown (the negative cache).
+    notify::key_changed(&mut tx, &info.public_id).await?;
     tx.commit().await?;
     Ok(CreatedKey { info, key })
 }
