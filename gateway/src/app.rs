@@ -62,6 +62,7 @@ impl Application {
             self.state.db.clone(),
             std::sync::Arc::clone(&self.state.catalog),
             std::sync::Arc::clone(&self.state.keys),
+            std::sync::Arc::clone(&self.state.revoked_tokens),
         ));
         let (db, replica_id) = (self.state.db.clone(), self.state.replica_id);
         let (stop_heartbeat, stopped) = tokio::sync::oneshot::channel();
@@ -132,6 +133,9 @@ async fn housekeeping(db: sqlx::PgPool, limits: crate::config::LimitArgs, leases
         }
         if let Err(e) = crate::db::idempotency::expire(&db, i64::from(limits.idempotency_ttl_hours) * 3600).await {
             tracing::warn!(error = %e, "expired idempotency keys not deleted");
+        }
+        if let Err(e) = crate::db::admin_tokens::expire(&db).await {
+            tracing::warn!(error = %e, "staff token revocations past their tokens' lifetime not deleted");
         }
     }
 }

@@ -7,7 +7,7 @@ use sqlx::PgPool;
 
 use axum::extract::FromRef;
 
-use crate::auth::staff::{StaffTokens, Verifier};
+use crate::auth::staff::{RevokedTokens, StaffTokens, Verifier};
 use crate::auth::{FailedAuth, KeyCache, KeyCheck};
 use crate::config::Settings;
 use crate::ratelimit::Limiter;
@@ -45,6 +45,8 @@ pub struct Shared {
     pub limiter: Arc<Limiter>,
     /// `None` when no admin JWT key is configured: the admin API then answers 503.
     pub admin: Option<Arc<Verifier>>,
+    /// Staff tokens revoked before they expire, kept fresh by `changes.rs`.
+    pub revoked_tokens: Arc<RevokedTokens>,
     pub http: reqwest::Client,
     /// The credential shared with workers (re-read from its file while running).
     pub secrets: runaii_wire::worker_auth::WorkerSecrets,
@@ -61,7 +63,8 @@ impl AppState {
     /// # Errors
     /// When Postgres cannot be reached at start, or the admin key is misconfigured. Redis may be down.
     pub async fn new(settings: Settings) -> anyhow::Result<Self> {
-        let admin = Verifier::from_args(&settings.admin)?.map(Arc::new);
+        let revoked_tokens = Arc::new(RevokedTokens::default());
+        let admin = Verifier::from_args(&settings.admin, Arc::clone(&revoked_tokens))?.map(Arc::new);
         let db = crate::db::connect(&settings.db).await?;
         // A worker's answer is the answer: a redirect is not followed. Followed, a worker (or whatever holds
         // its address) could send a customer's prompt, or the gateway's probes, to any host the gateway can
@@ -83,6 +86,7 @@ impl AppState {
             registry: Arc::new(Registry::new(Arc::clone(&redis), db.clone(), http.clone(), secrets.clone())),
             limiter: Arc::new(Limiter::new(redis, settings.limits.on_redis_failure)),
             admin,
+            revoked_tokens,
             secrets,
             db,
             http,
