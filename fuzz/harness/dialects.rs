@@ -32,8 +32,9 @@ pub fn messages(data: &[u8]) {
 }
 
 /// Checks `data` as a `/v1/responses` body. A refusal is a 400; a translation keeps the model, makes
-/// one message of `instructions` and one per input item (all text), maps `text.format` as the table
-/// in `responses::translate` says, and streams only when asked.
+/// one message of `instructions` and one per input item (calls in a row share one assistant turn), each
+/// a chat message, carries every tool, maps `text.format` as the table in `responses::translate` says,
+/// and streams only when asked.
 pub fn responses(data: &[u8]) {
     with_json(data, |request| match runaii_gateway::inference::responses::translate::to_chat(request) {
         Err(error) => assert_refusal(&error),
@@ -43,8 +44,19 @@ pub fn responses(data: &[u8]) {
             let instructions = usize::from(request["instructions"].is_string());
             let inputs = request["input"].as_array().map_or(1, Vec::len);
             let messages = chat["messages"].as_array().map_or(&[][..], Vec::as_slice);
-            assert_eq!(messages.len(), instructions + inputs, "instructions and input became {} messages", messages.len());
-            assert!(messages.iter().all(|m| m["role"].is_string() && m["content"].is_string()), "{messages:?}");
+            let calls = request["input"].as_array().map_or(0, |items| items.iter().filter(|i| i["type"] == "function_call").count());
+            let expected = instructions + inputs;
+            assert!(
+                messages.len() <= expected && messages.len() + calls >= expected,
+                "instructions and {inputs} input items became {} messages",
+                messages.len()
+            );
+            for message in messages {
+                let calls = message["tool_calls"].as_array().is_some_and(|c| !c.is_empty());
+                assert!(message["role"].is_string() && (message["content"].is_string() || calls), "{message}");
+            }
+            let tools = request["tools"].as_array().map_or(0, Vec::len);
+            assert_eq!(chat["tools"].as_array().map_or(0, Vec::len), tools, "tools lost or invented");
             let format = request["text"]["format"]["type"].as_str();
             let constrained = matches!(format, Some("json_object" | "json_schema"));
             assert_eq!(chat.get("response_format").is_some(), constrained, "text.format {format:?}");

@@ -124,7 +124,7 @@ pub(crate) fn no_delay(stream: &mut tokio::net::TcpStream) {
 
 /// Every minute: give back this replica's credit leases idle for a minute, release credit holds older
 /// than `--hold-expiry-s` (a backstop: holds of dead replicas go within `--replica-timeout-ms`, see
-/// [`replica_heartbeat`]), and forget idempotency keys past their lifetime. Every replica runs it; the statements are safe to run concurrently.
+/// [`replica_heartbeat`]), forget idempotency keys past their lifetime, and delete stored responses past their tenant's retention. Every replica runs it; the statements are safe to run concurrently.
 async fn housekeeping(db: sqlx::PgPool, limits: crate::config::LimitArgs, leases: std::sync::Arc<crate::billing::leases::Leases>) {
     let mut tick = tokio::time::interval(std::time::Duration::from_secs(60));
     loop {
@@ -137,6 +137,9 @@ async fn housekeeping(db: sqlx::PgPool, limits: crate::config::LimitArgs, leases
         }
         if let Err(e) = crate::db::idempotency::expire(&db, i64::from(limits.idempotency_ttl_hours) * 3600).await {
             tracing::warn!(error = %e, "expired idempotency keys not deleted");
+        }
+        if let Err(e) = crate::db::responses::expire(&db).await {
+            tracing::warn!(error = %e, "expired stored responses not deleted");
         }
     }
 }

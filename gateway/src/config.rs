@@ -13,6 +13,7 @@ pub struct Cli {
 }
 
 #[derive(Debug, Subcommand)]
+#[allow(clippy::large_enum_variant, reason = "parsed once at start: the size of the settings is irrelevant")]
 pub enum Command {
     /// Serve the API.
     Serve(Settings),
@@ -148,6 +149,26 @@ pub struct Settings {
     pub admin: AdminArgs,
     #[command(flatten)]
     pub workers: WorkerArgs,
+    #[command(flatten)]
+    pub responses: ResponseStoreArgs,
+}
+
+/// The Responses store (`inference::responses::store`): how long a tenant's stored responses are kept
+/// and how many bytes they may take, unless the tenant has terms of its own.
+#[derive(Debug, Clone, Args)]
+pub struct ResponseStoreArgs {
+    /// Hours a stored response is kept (30 days, as OpenAI keeps them).
+    #[arg(long = "responses-retention-hours", env = "RUNAII_RESPONSES_RETENTION_HOURS", default_value_t = 720, value_parser = clap::value_parser!(i32).range(1..))]
+    pub retention_hours: i32,
+    /// Bytes a tenant's stored responses may take; past it, requests asking to store are refused.
+    #[arg(long = "responses-max-stored-bytes", env = "RUNAII_RESPONSES_MAX_STORED_BYTES", default_value_t = 256 * 1024 * 1024, value_parser = clap::value_parser!(i64).range(0..))]
+    pub max_stored_bytes: i64,
+}
+
+impl Default for ResponseStoreArgs {
+    fn default() -> Self {
+        Self { retention_hours: 720, max_stored_bytes: 256 * 1024 * 1024 }
+    }
 }
 
 /// Reaching workers: the credential they and the gateways share, and how long they may take.

@@ -13,16 +13,22 @@ pub enum ApiError {
     InvalidJson(String),
     #[error("{message}")]
     InvalidRequest { message: String, param: Option<&'static str>, code: &'static str },
+    /// A parameter runaii does not honour at the value sent (or does not know): refused, never ignored.
+    #[error("Unsupported parameter: '{name}': {why}.")]
+    UnsupportedParameter { name: String, why: &'static str, code: &'static str },
     #[error("The model `{0}` does not exist or you do not have access to it.")]
     ModelNotFound(String),
     #[error("Previous response with id '{0}' not found.")]
     PreviousResponseNotFound(String),
-    /// The engine refused the constraint; passed on as a 400, not charged.
-    #[error("the inference engine rejected the request: {0}")]
-    UpstreamRejected(String),
-    /// A 4xx from the worker other than a constraint refusal (context too long, bad field), passed on.
-    #[error("{message}")]
-    UpstreamInvalid { message: String, param: Option<String>, code: Option<String> },
+    /// The tenant's stored responses fill its quota: a request asking to store is refused before it runs.
+    #[error(
+        "Stored responses take {used} of this tenant's {max} bytes: delete some (DELETE /v1/responses/{{id}}) or send `store: false`."
+    )]
+    StorageQuotaExceeded { used: i64, max: i64 },
+    /// The engine refused the request (a constraint it cannot enforce, a context too long, a field it
+    /// will not take): a 400 naming the field and the check that failed, not charged.
+    #[error("the inference engine rejected the request ({check}): {message}")]
+    UpstreamRejected { message: String, param: Option<String>, check: String },
     #[error("no worker serving `{0}` is ready; retry shortly")]
     NoReadyWorker(String),
     #[error("every worker serving `{0}` is at capacity; retry shortly")]
@@ -82,9 +88,10 @@ impl ApiError {
             Self::NotFound(_) => StatusCode::NOT_FOUND,
             Self::InvalidJson(_)
             | Self::InvalidRequest { .. }
+            | Self::UnsupportedParameter { .. }
             | Self::PreviousResponseNotFound(_)
-            | Self::UpstreamRejected(_)
-            | Self::UpstreamInvalid { .. } => StatusCode::BAD_REQUEST,
+            | Self::StorageQuotaExceeded { .. }
+            | Self::UpstreamRejected { .. } => StatusCode::BAD_REQUEST,
             Self::ModelNotFound(_) | Self::NoRoute => StatusCode::NOT_FOUND,
             Self::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             Self::BodyTimeout(_) => StatusCode::REQUEST_TIMEOUT,
@@ -103,11 +110,11 @@ impl ApiError {
         let code = match self {
             Self::InvalidApiKey => "invalid_api_key",
             Self::InvalidJson(_) => "invalid_json",
-            Self::InvalidRequest { code, .. } => code,
+            Self::InvalidRequest { code, .. } | Self::UnsupportedParameter { code, .. } => code,
             Self::ModelNotFound(_) => "model_not_found",
             Self::PreviousResponseNotFound(_) => "previous_response_not_found",
-            Self::UpstreamRejected(_) => "upstream_rejected",
-            Self::UpstreamInvalid { code, .. } => return code.clone(),
+            Self::StorageQuotaExceeded { .. } => "storage_quota_exceeded",
+            Self::UpstreamRejected { .. } => "upstream_rejected",
             Self::NoReadyWorker(_) => "model_unavailable",
             Self::WorkersBusy(_) => "model_overloaded",
             Self::UpstreamFailed(_) => "upstream_error",
@@ -133,9 +140,10 @@ impl ApiError {
     fn param(&self) -> Option<String> {
         match self {
             Self::InvalidRequest { param, .. } => param.map(str::to_owned),
+            Self::UnsupportedParameter { name, .. } => Some(name.clone()),
             Self::PreviousResponseNotFound(_) => Some("previous_response_id".into()),
-            Self::UpstreamRejected(_) => Some("response_format".into()),
-            Self::UpstreamInvalid { param, .. } => param.clone(),
+            Self::StorageQuotaExceeded { .. } => Some("store".into()),
+            Self::UpstreamRejected { param, .. } => param.clone(),
             _ => None,
         }
     }
@@ -175,7 +183,7 @@ impl ApiError {
                 headers.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
             }
             // More credit does not appear by retrying: tell the SDKs not to.
-            Self::InsufficientCredits { .. } | Self::IdempotencyKeyReused => {
+            Self::InsufficientCredits { .. } | Self::IdempotencyKeyReused | Self::StorageQuotaExceeded { .. } => {
                 headers.insert(HeaderName::from_static("x-should-retry"), HeaderValue::from_static("false"));
             }
             _ if status == StatusCode::SERVICE_UNAVAILABLE => {

@@ -18,23 +18,33 @@ use crate::error::ApiError;
 /// A 400 with param `response_format`.
 pub fn check_response_format(format: Option<&Value>) -> Result<(), ApiError> {
     let Some(format) = format else { return Ok(()) };
-    let bad = |m: &str| Err(ApiError::invalid(format!("invalid response_format: {m}"), "response_format"));
+    let bad = |m: String| ApiError::invalid(format!("invalid response_format: {m}"), "response_format");
     match format.get("type").and_then(Value::as_str) {
         Some("text" | "json_object") => Ok(()),
         Some("json_schema") => {
             let Some(spec) = format.get("json_schema").filter(|s| s.is_object()) else {
-                return bad("json_schema requires a `json_schema` object");
+                return Err(bad("json_schema requires a `json_schema` object".into()));
             };
-            let name = spec.get("name").and_then(Value::as_str).unwrap_or("");
-            if name.is_empty() || name.len() > 64 || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-') {
-                return bad("json_schema.name is required: 1 to 64 characters from a-z, A-Z, 0-9, _ and -");
-            }
-            let Some(schema) = spec.get("schema") else { return bad("json_schema.schema is required") };
-            check_schema(schema).map_err(|m| ApiError::invalid(format!("invalid response_format: {m}"), "response_format"))
+            check_named_schema(spec, "json_schema.").map_err(bad)
         }
-        Some(other) => bad(&format!("unknown type `{other}`; use text, json_object or json_schema")),
-        None => bad("`type` is required"),
+        Some(other) => Err(bad(format!("unknown type `{other}`; use text, json_object or json_schema"))),
+        None => Err(bad("`type` is required".into())),
     }
+}
+
+/// The `name` and `schema` of a json_schema format (chat nests them under `json_schema`, Responses'
+/// `text.format` holds them flat): a name of 1 to 64 of `[a-zA-Z0-9_-]`, and a valid JSON Schema object.
+/// `prefix` is how the message names the fields (`json_schema.`, or nothing).
+///
+/// # Errors
+/// What is wrong, as text for the caller's error.
+pub fn check_named_schema(spec: &Value, prefix: &str) -> Result<(), String> {
+    let name = spec.get("name").and_then(Value::as_str).unwrap_or("");
+    if name.is_empty() || name.len() > 64 || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-') {
+        return Err(format!("{prefix}name is required: 1 to 64 characters from a-z, A-Z, 0-9, _ and -"));
+    }
+    let Some(schema) = spec.get("schema") else { return Err(format!("{prefix}schema is required")) };
+    check_schema(schema, prefix)
 }
 
 /// Every check a chat body's schemas get before anything is forwarded, in order: the budget first (it is
@@ -73,12 +83,12 @@ pub fn check_schema_budgets(body: &Value, context_length: i32) -> Result<(), Api
 }
 
 /// A schema must be a JSON object that is valid JSON Schema.
-fn check_schema(schema: &Value) -> Result<(), String> {
+fn check_schema(schema: &Value, prefix: &str) -> Result<(), String> {
     if !schema.is_object() {
-        return Err("json_schema.schema must be a JSON object".into());
+        return Err(format!("{prefix}schema must be a JSON object"));
     }
-    jsonschema::meta::validate(schema).map_err(|e| format!("json_schema.schema is not a valid JSON Schema: {e}"))?;
-    jsonschema::validator_for(schema).map(drop).map_err(|e| format!("json_schema.schema cannot be used: {e}"))
+    jsonschema::meta::validate(schema).map_err(|e| format!("{prefix}schema is not a valid JSON Schema: {e}"))?;
+    jsonschema::validator_for(schema).map(drop).map_err(|e| format!("{prefix}schema cannot be used: {e}"))
 }
 
 /// The schema of a json_schema `response_format`, if that is what was asked.

@@ -276,7 +276,19 @@ async fn inference_routes(app: &TestApp, spec: &Spec, key: &str) {
     assert!(spec.validate_sse("ChatCompletionsSse", &body) > 2);
 
     let mut responses = json!({"model": MODEL, "input": "Hi", "max_output_tokens": 4, "temperature": 0});
-    Call::new(M::POST, "/v1/responses", "/v1/responses", Auth::Bearer(key)).body(responses.clone()).expect(app, spec, 200).await;
+    let (stored, _) =
+        Call::new(M::POST, "/v1/responses", "/v1/responses", Auth::Bearer(key)).body(responses.clone()).expect(app, spec, 200).await;
+    let id = serde_json::from_str::<Value>(&stored).unwrap()["id"].as_str().unwrap().to_owned();
+    Call::new(M::GET, "/v1/responses/{id}", format!("/v1/responses/{id}"), Auth::Bearer(key)).expect(app, spec, 200).await;
+    let items = "/v1/responses/{id}/input_items";
+    Call::new(M::GET, items, format!("/v1/responses/{id}/input_items"), Auth::Bearer(key)).expect(app, spec, 200).await;
+    let cancel = "/v1/responses/{id}/cancel";
+    Call::new(M::POST, cancel, "/v1/responses/resp_unknown/cancel", Auth::Bearer(key)).expect(app, spec, 404).await;
+    let background = json!({"model": MODEL, "input": "Hi", "max_output_tokens": 4, "temperature": 0, "background": true});
+    let (queued, _) = Call::new(M::POST, "/v1/responses", "/v1/responses", Auth::Bearer(key)).body(background).expect(app, spec, 200).await;
+    let queued = serde_json::from_str::<Value>(&queued).unwrap()["id"].as_str().unwrap().to_owned();
+    Call::new(M::POST, cancel, format!("/v1/responses/{queued}/cancel"), Auth::Bearer(key)).expect(app, spec, 200).await;
+    Call::new(M::DELETE, "/v1/responses/{id}", format!("/v1/responses/{id}"), Auth::Bearer(key)).expect(app, spec, 200).await;
     responses["stream"] = json!(true);
     let (body, _) = Call::new(M::POST, "/v1/responses", "/v1/responses", Auth::Bearer(key)).body(responses).expect(app, spec, 200).await;
     assert!(spec.validate_sse("ResponsesSse", &body) > 5);

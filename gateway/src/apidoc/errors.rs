@@ -22,10 +22,12 @@ macro_rules! error_responses {
 
 error_responses! {
     /// The request is malformed or asks for what the gateway or the engine refuses: `invalid_json`,
-    /// `invalid_request_error` or `invalid_request` (the field is in `param`), `previous_response_not_found`,
-    /// `upstream_rejected` (the engine refused the schema or grammar), `schema_too_complex` (a schema over
-    /// the gateway's budget for the model), or the worker's own code
-    /// (`invalid_value`, `context_length_exceeded`, `invalid_messages`, `conflicting_constraints`, …). A
+    /// `invalid_request_error` or `invalid_request` (the field is in `param`), `unsupported_parameter` or
+    /// `unknown_parameter` (a parameter not honoured, named in `param`), `previous_response_not_found`,
+    /// `storage_quota_exceeded`, `schema_too_complex` (a schema over the gateway's budget for the model),
+    /// or `upstream_rejected`: the engine refused the request, `param` names the field it checked
+    /// (`messages`, `max_tokens`, `tools`, `response_format`, `grammar`, …) and the message the check
+    /// (`context_length_exceeded`, `grammar_rejected`, `invalid_schema`, `conflicting_constraints`, …). A
     /// malformed `Idempotency-Key` is refused here too. Refusals are not charged.
     BadRequest(ErrorBody);
     /// `invalid_api_key`: the key is missing, malformed, unknown, revoked or expired.
@@ -85,6 +87,9 @@ error_responses! {
     /// rate limiter unavailable.
     MessagesUnavailable(AnthropicError) [("retry-after" = String, description = "Seconds to wait: `1`")];
 
+    /// `not_found`: the key's tenant has no stored response with this id (another tenant's, a deleted or
+    /// an expired one, or one sent with `store: false`).
+    ResponseNotFound(ErrorBody);
     /// `invalid_json`, or `invalid_request_error` with the path, query parameter or field at fault in
     /// `param` when there is one (a malformed id, text with a NUL character).
     InvalidRequest(ErrorBody);
@@ -129,6 +134,8 @@ error_sets! {
         422 => MessagesIdempotencyKeyReused, 429 => MessagesRateLimited, 502 => MessagesBadGateway,
         503 => MessagesUnavailable,
     }
+    /// The stored responses' routes.
+    StoredResponseErrors { 400 => InvalidRequest, 401 => Unauthorized, 404 => ResponseNotFound, 503 => Unavailable }
     /// An admin route that reads no path or query: only the token and the database can fail it.
     AdminErrors { 401 => AdminUnauthorized, 403 => AdminForbidden, 503 => AdminUnavailable }
     /// An admin route that reads a query or a body but names nothing that must exist.

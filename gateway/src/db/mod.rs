@@ -13,6 +13,7 @@ pub mod notify;
 pub mod outcomes;
 pub mod replicas;
 pub mod reports;
+pub mod responses;
 pub mod tenants;
 pub mod usage;
 

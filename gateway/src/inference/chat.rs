@@ -8,8 +8,10 @@ use serde_json::{json, Value};
 
 use super::stream::{data_event, json_event, Events};
 use super::Dialect;
+use crate::auth::Caller;
 use crate::billing::json_with_cost;
 use crate::error::ApiError;
+use crate::state::AppState;
 
 pub const ENDPOINT_CHAT: &str = "chat.completions";
 
@@ -26,7 +28,10 @@ impl Dialect for Chat {
         format!("chatcmpl-{}", uuid::Uuid::now_v7().simple())
     }
 
-    fn read(request: Value, id: String) -> Result<(Self, Value), ApiError> {
+    async fn read(_: &AppState, _: &Caller, request: Value, id: String) -> Result<(Self, Value), ApiError> {
+        if let Some(fields) = request.as_object() {
+            super::parameters::check_chat(fields)?;
+        }
         Ok((Self { id }, request))
     }
 
@@ -34,12 +39,12 @@ impl Dialect for Chat {
         ChatChunks { include_usage }
     }
 
-    fn whole(self, mut answer: Value) -> Value {
+    async fn whole(self, mut answer: Value, cost: Decimal) -> String {
         answer["id"] = json!(self.id);
         if let Some(obj) = answer.as_object_mut() {
             obj.remove("timings");
         }
-        answer
+        json_with_cost(&answer, cost)
     }
 
     fn error(error: ApiError) -> Response {
@@ -67,7 +72,7 @@ impl Events for ChatChunks {
         vec![json_event(&chunk)]
     }
 
-    fn complete(&mut self, usage_chunk: Value, cost: Decimal) -> Vec<Bytes> {
+    async fn complete(&mut self, usage_chunk: Value, cost: Decimal) -> Vec<Bytes> {
         let mut events = Vec::new();
         if self.include_usage {
             events.push(data_event(&json_with_cost(&usage_chunk, cost)));

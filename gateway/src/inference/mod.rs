@@ -6,21 +6,24 @@
 
 pub mod chat;
 pub mod messages;
+pub mod parameters;
 mod prepare;
 pub mod responses;
 mod sse;
 pub mod stream;
 mod worker;
 
+use std::future::Future;
+
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
+use rust_decimal::Decimal;
 use serde_json::Value;
 use tracing::Instrument as _;
 
 pub use prepare::{prepare, Prepared};
 
 use crate::auth::Caller;
-use crate::billing::json_with_cost;
 use crate::error::ApiError;
 use crate::request_id;
 use crate::state::AppState;
@@ -36,20 +39,28 @@ pub trait Dialect: Send + Sized + 'static {
     fn new_id() -> String;
 
     /// Reads the client's request, whose answer will carry `id`: what the dialect keeps to write the
-    /// answer, and the chat request it stands for.
+    /// answer, and the chat request it stands for. A dialect may look up what the request refers to (a
+    /// stored conversation) under the caller's tenant.
     ///
     /// # Errors
     /// A 400 for a request the dialect cannot translate.
-    fn read(request: Value, id: String) -> Result<(Self, Value), ApiError>;
+    fn read(state: &AppState, caller: &Caller, request: Value, id: String) -> impl Future<Output = Result<(Self, Value), ApiError>> + Send;
 
     /// The events of a streamed answer; `include_usage` is whether the client asked for a usage chunk.
     fn events(self, include_usage: bool) -> Self::Events;
 
-    /// The whole answer for the worker's chat completion, without its cost (the driver adds that, exact).
-    fn whole(self, answer: Value) -> Value;
+    /// The whole answer for the worker's chat completion, written with its exact cost (`billing::json_with_cost`).
+    /// A dialect that keeps its answers (the Responses store) keeps it before it goes out.
+    fn whole(self, answer: Value, cost: Decimal) -> impl Future<Output = String> + Send;
 
     /// An error answer in this dialect's shape.
     fn error(error: ApiError) -> Response;
+
+    /// Starts a request: by default it runs to its answer ([`run`]). (A Responses request with
+    /// `background: true` is answered `queued` at once and runs on.)
+    fn start(state: &AppState, caller: Caller, request: Value) -> impl Future<Output = Response> + Send {
+        async move { run::<Self>(state, caller, request).await }
+    }
 }
 
 /// Serves one request in dialect `D`. After the credit hold every outcome has a cost record under the
@@ -61,17 +72,21 @@ pub trait Dialect: Send + Sized + 'static {
 /// handler right after the hold). In a task, the request runs to its record whatever the client does,
 /// and graceful shutdown waits for it.
 pub async fn run<D: Dialect>(state: &AppState, caller: Caller, request: Value) -> Response {
+    run_as::<D>(state, caller, request, D::new_id()).await
+}
+
+/// [`run`], for an answer whose id was given out before it ran (a background response's).
+pub async fn run_as<D: Dialect>(state: &AppState, caller: Caller, request: Value, id: String) -> Response {
     let (task_state, arrived) = (state.clone(), crate::metrics::arrived());
     // Boxed: the task then moves a pointer, not the whole request's state machine (its copies were a
     // tenth of the gateway's memmove time).
-    let work = Box::pin(async move { serve::<D>(&task_state, caller, request).await });
+    let work = Box::pin(async move { serve::<D>(&task_state, caller, request, id).await });
     let task = state.tasks.spawn(crate::metrics::arrived_at(arrived, work).in_current_span());
     task.await.unwrap_or_else(|e| D::error(ApiError::Internal(format!("request task failed: {e}"))))
 }
 
-async fn serve<D: Dialect>(state: &AppState, caller: Caller, request: Value) -> Response {
-    let id = D::new_id();
-    let read = D::read(request, id.clone());
+async fn serve<D: Dialect>(state: &AppState, caller: Caller, request: Value, id: String) -> Response {
+    let read = D::read(state, &caller, request, id.clone()).await;
     let prepared = match read {
         Ok((dialect, chat)) => prepare(state, caller, chat, D::ENDPOINT, id.clone()).await.map(|p| (dialect, p)),
         Err(e) => Err(e),
@@ -92,7 +107,7 @@ async fn answer<D: Dialect>(state: &AppState, prepared: Prepared, dialect: D) ->
         return Ok(stream::relay(ledger, upstream, dialect.events(include_usage)));
     }
     let (_, answer, cost) = worker::finish_whole(state, prepared).await?;
-    Ok(json_response(json_with_cost(&dialect.whole(answer), cost)))
+    Ok(json_response(dialect.whole(answer, cost).await))
 }
 
 fn json_response(body: String) -> Response {

@@ -41,8 +41,9 @@ pub trait Events: Send + 'static {
     /// A content chunk from the worker (running usage already stripped, id already set).
     fn chunk(&mut self, chunk: Value) -> Vec<Bytes>;
     /// The worker's final usage chunk, after the cost record is committed; its `usage` holds the counts
-    /// as recorded (`prompt_tokens_details.cached_tokens` included).
-    fn complete(&mut self, usage_chunk: Value, cost: Decimal) -> Vec<Bytes>;
+    /// as recorded (`prompt_tokens_details.cached_tokens` included). A dialect that keeps its answers (the
+    /// Responses store) keeps it here, before the last events go out.
+    fn complete(&mut self, usage_chunk: Value, cost: Decimal) -> impl std::future::Future<Output = Vec<Bytes>> + Send;
     /// The stream failed; the client gets one clean error.
     fn error(&mut self, error: &ApiError) -> Vec<Bytes>;
 }
@@ -200,7 +201,7 @@ async fn run(ledger: Ledger, upstream: Upstream, mut dialect: impl Events, tx: T
         let (events, recorded) = match ledger.record_delivered(Outcome::Succeeded(tokens)).await {
             Ok(cost) => {
                 tokens.write_usage(&mut chunk["usage"]);
-                (dialect.complete(chunk, cost), true)
+                (dialect.complete(chunk, cost).await, true)
             }
             Err(e) => (dialect.error(&e), false),
         };

@@ -83,17 +83,19 @@ async fn worker_error(upstream: Upstream) -> ApiError {
         return ApiError::UpstreamFailed(format!("worker answered {status} without an error body"));
     };
     match error.code.as_deref() {
-        Some(code @ ("grammar_rejected" | "invalid_schema")) => {
-            crate::metrics::global().schema_refusals.add(&[code], 1);
-            ApiError::UpstreamRejected(error.message)
-        }
         // The worker refused the gateway's own credential: a fleet misconfiguration, not the customer's fault.
         _ if status == reqwest::StatusCode::UNAUTHORIZED => {
             tracing::error!("a worker refused the gateway's credential: do they share the worker secret?");
             ApiError::UpstreamFailed(format!("worker answered {status}: {}", error.message))
         }
-        _ if status.is_client_error() && status != reqwest::StatusCode::NOT_FOUND => {
-            ApiError::UpstreamInvalid { message: error.message, param: error.param, code: error.code }
+        // Every other refusal of the request itself is the seed contract's `upstream_rejected`, naming the
+        // field the worker named and, in the message, the check that failed (the worker's code).
+        code if status.is_client_error() && status != reqwest::StatusCode::NOT_FOUND => {
+            let check = code.unwrap_or("invalid_request").to_owned();
+            if matches!(check.as_str(), "grammar_rejected" | "invalid_schema") {
+                crate::metrics::global().schema_refusals.add(&[check.as_str()], 1);
+            }
+            ApiError::UpstreamRejected { message: error.message, param: error.param, check }
         }
         _ => ApiError::UpstreamFailed(format!("worker answered {status}: {}", error.message)),
     }

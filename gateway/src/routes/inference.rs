@@ -15,7 +15,7 @@ use serde_json::Value;
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::idempotency::{self, Begin};
-use crate::inference::{self, Dialect};
+use crate::inference::Dialect;
 use crate::ratelimit::{self, Admission};
 use crate::state::AppState;
 
@@ -59,10 +59,10 @@ async fn admitted<D: Dialect>(state: AppState, caller: Caller, headers: &HeaderM
     match idempotency::begin(&state, caller.tenant_id, headers, D::ENDPOINT, &raw).await {
         Err(e) => D::error(e),
         Ok(Begin::Replay(stored)) => stored,
-        Ok(Begin::Run(None)) => inference::run::<D>(&state, caller, value).await,
+        Ok(Begin::Run(None)) => D::start(&state, caller, value).await,
         Ok(Begin::Run(Some(claim))) => {
             let run_state = state.clone();
-            idempotency::run_claimed(state, claim, D::error, async move { inference::run::<D>(&run_state, caller, value).await }).await
+            idempotency::run_claimed(state, claim, D::error, async move { D::start(&run_state, caller, value).await }).await
         }
     }
 }

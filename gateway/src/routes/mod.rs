@@ -8,6 +8,7 @@ mod messages;
 mod metrics;
 mod models;
 mod responses;
+mod stored_responses;
 
 use axum::extract::DefaultBodyLimit;
 use axum::middleware;
@@ -20,7 +21,20 @@ use crate::state::AppState;
 
 /// The OpenAPI paths of the routes below (the admin API lists its own): keep the two lists together.
 #[derive(OpenApi)]
-#[openapi(paths(models::list, models::retrieve, chat::create, responses::create, messages::create, account::get, health, metrics::scrape,))]
+#[openapi(paths(
+    models::list,
+    models::retrieve,
+    chat::create,
+    responses::create,
+    stored_responses::retrieve,
+    stored_responses::delete,
+    stored_responses::input_items,
+    stored_responses::cancel,
+    messages::create,
+    account::get,
+    health,
+    metrics::scrape,
+))]
 pub struct PublicApi;
 
 /// The public listener's routes; `service` holds routes other modules own (the OpenAPI document), mounted
@@ -32,6 +46,9 @@ pub fn router(state: AppState, service: Router<AppState>) -> Router {
         .route("/v1/models/{*id}", get(models::retrieve))
         .route("/v1/chat/completions", post(chat::create))
         .route("/v1/responses", post(responses::create))
+        .route("/v1/responses/{id}", get(stored_responses::retrieve).delete(stored_responses::delete))
+        .route("/v1/responses/{id}/input_items", get(stored_responses::input_items))
+        .route("/v1/responses/{id}/cancel", post(stored_responses::cancel))
         .route("/v1/account", get(account::get))
         .route("/v1/messages", post(messages::create))
         .merge(crate::admin::router())

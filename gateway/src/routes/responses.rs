@@ -16,8 +16,9 @@ use crate::state::AppState;
     tag = "inference",
     operation_id = "createResponse",
     summary = "Create a response",
-    description = "OpenAI's Responses dialect over the same routing, credits and ledger as chat. Stateless: nothing \
-is stored, so `previous_response_id` is refused; `text.format` carries structured outputs.",
+    description = "OpenAI's Responses dialect over the same routing, credits and ledger as chat. Responses are stored \
+unless `store` is false, and `previous_response_id` continues a stored one; `text.format` carries structured outputs. \
+A parameter that is not honoured is refused by name.",
     params(crate::apidoc::params::IdempotencyHeader),
     request_body(content = crate::apidoc::responses::ResponsesRequest, content_type = "application/json"),
     security(("api_key" = []), ("x_api_key" = [])),

@@ -120,7 +120,7 @@ impl Events for MessageEvents {
         events
     }
 
-    fn complete(&mut self, usage_chunk: Value, cost: Decimal) -> Vec<Bytes> {
+    async fn complete(&mut self, usage_chunk: Value, cost: Decimal) -> Vec<Bytes> {
         let tokens = Tokens::of_usage(&usage_chunk["usage"]);
         if !self.started {
             self.prompt = Tokens::new(tokens.input, tokens.cached, 0);

@@ -8,10 +8,14 @@ mod object;
 pub mod translate;
 
 use axum::response::Response;
+use rust_decimal::Decimal;
 use serde_json::Value;
 
 use super::Dialect;
+use crate::auth::Caller;
+use crate::billing::json_with_cost;
 use crate::error::ApiError;
+use crate::state::AppState;
 
 pub const ENDPOINT_MESSAGES: &str = "messages";
 
@@ -30,7 +34,7 @@ impl Dialect for Messages {
         format!("msg_{}", uuid::Uuid::now_v7().simple())
     }
 
-    fn read(request: Value, id: String) -> Result<(Self, Value), ApiError> {
+    async fn read(_: &AppState, _: &Caller, request: Value, id: String) -> Result<(Self, Value), ApiError> {
         let chat = translate::to_chat(&request)?;
         let model = chat["model"].as_str().unwrap_or_default().to_owned();
         Ok((Self { id, model }, chat))
@@ -40,8 +44,8 @@ impl Dialect for Messages {
         events::MessageEvents::new(self.id, self.model)
     }
 
-    fn whole(self, answer: Value) -> Value {
-        object::message(&self.id, &self.model, &answer)
+    async fn whole(self, answer: Value, cost: Decimal) -> String {
+        json_with_cost(&object::message(&self.id, &self.model, &answer), cost)
     }
 
     fn error(error: ApiError) -> Response {

@@ -1,23 +1,33 @@
-//! `POST /v1/responses`: OpenAI's Responses dialect over the same route, meter and ledger as chat.
-//! Stateless: responses are not stored.
+//! `POST /v1/responses`: OpenAI's Responses dialect over the same route, meter and ledger as chat, with
+//! stored responses (`store`, `previous_response_id`; see [`store`]).
 
+pub mod background;
 mod events;
 mod object;
+mod parameters;
+pub mod store;
+mod tools;
 /// Public for the fuzz harness; the dialect is the only other caller.
 pub mod translate;
 
 use axum::response::{IntoResponse, Response};
+use rust_decimal::Decimal;
 use serde_json::Value;
 
 use super::Dialect;
+use crate::auth::Caller;
+use crate::billing::json_with_cost;
 use crate::error::ApiError;
+use crate::state::AppState;
 
 pub const ENDPOINT_RESPONSES: &str = "responses";
 
-/// A Responses request: the answer's shell (id, model, the request's fields a Response echoes).
+/// A Responses request: the answer's shell (id, model, the request's fields a Response echoes) and, when
+/// it is to be stored, its keeper.
 #[derive(Debug)]
 pub struct Responses {
     shell: object::Shell,
+    keeper: Option<store::Keeper>,
 }
 
 impl Dialect for Responses {
@@ -28,23 +38,41 @@ impl Dialect for Responses {
         format!("resp_{}", uuid::Uuid::now_v7().simple())
     }
 
-    fn read(request: Value, id: String) -> Result<(Self, Value), ApiError> {
-        let chat = translate::to_chat(&request)?;
-        Ok((Self { shell: object::Shell::new(id, request) }, chat))
+    async fn read(state: &AppState, caller: &Caller, request: Value, id: String) -> Result<(Self, Value), ApiError> {
+        // Checked before anything is looked up: a request refused for its own fields touches no store.
+        translate::to_chat(&request)?;
+        let continued = store::continue_from(state, caller.tenant_id, &request).await?;
+        let mut whole = request.clone();
+        whole["input"] = Value::Array(continued.conversation);
+        let chat = translate::to_chat(&whole)?;
+        Ok((Self { shell: object::Shell::new(id, request), keeper: continued.keeper }, chat))
     }
 
     fn events(self, _include_usage: bool) -> events::ResponseEvents {
-        events::ResponseEvents::new(self.shell)
+        events::ResponseEvents::new(self.shell, self.keeper)
     }
 
-    fn whole(self, answer: Value) -> Value {
+    async fn whole(self, answer: Value, cost: Decimal) -> String {
         let choice = &answer["choices"][0];
+        let calls = choice["message"]["tool_calls"].as_array().map_or(&[][..], Vec::as_slice);
         let text = choice["message"]["content"].as_str().unwrap_or_default();
         let cut = choice["finish_reason"] == "length";
-        self.shell.response(Some((text, cut, &answer["usage"])))
+        let response = self.shell.response(Some(object::Answer { text, calls, cut, usage: &answer["usage"] }));
+        let body = json_with_cost(&response, cost);
+        if let Some(keeper) = &self.keeper {
+            keeper.keep(&self.shell.id, response["status"].as_str().unwrap_or("completed"), &response["output"], &body).await;
+        }
+        body
     }
 
     fn error(error: ApiError) -> Response {
         error.into_response()
+    }
+
+    async fn start(state: &AppState, caller: Caller, request: Value) -> Response {
+        if request.get("background").and_then(Value::as_bool) == Some(true) {
+            return background::start(state, caller, request).await;
+        }
+        super::run::<Self>(state, caller, request).await
     }
 }

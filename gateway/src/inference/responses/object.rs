@@ -2,6 +2,18 @@
 
 use serde_json::{json, Value};
 
+use super::tools::function_call_item;
+
+/// What the model answered: its text, its tool calls (chat's shape), whether the token limit cut it,
+/// and the usage as recorded.
+#[derive(Debug, Clone, Copy)]
+pub struct Answer<'a> {
+    pub text: &'a str,
+    pub calls: &'a [Value],
+    pub cut: bool,
+    pub usage: &'a Value,
+}
+
 /// The fields of a Response that do not depend on the answer.
 #[derive(Debug, Clone)]
 pub struct Shell {
@@ -10,6 +22,8 @@ pub struct Shell {
     pub created_at: i64,
     pub model: String,
     pub request: Value,
+    /// Whether the response is stored (`store`, true unless the request says false).
+    pub store: bool,
 }
 
 impl Shell {
@@ -19,6 +33,7 @@ impl Shell {
             id,
             created_at: chrono::Utc::now().timestamp(),
             model: request["model"].as_str().unwrap_or_default().to_owned(),
+            store: request.get("store").and_then(serde_json::Value::as_bool).unwrap_or(true),
             request,
         }
     }
@@ -34,21 +49,33 @@ impl Shell {
         })
     }
 
+    /// The output items: the message (when there is text, or nothing else), then one `function_call` per
+    /// call.
+    pub fn output(&self, answer: &Answer<'_>, status: &str) -> Value {
+        let mut items = Vec::new();
+        if !answer.text.is_empty() || answer.calls.is_empty() {
+            items.push(self.message(answer.text, status));
+        }
+        items.extend(answer.calls.iter().map(|call| function_call_item(call, status)));
+        Value::Array(items)
+    }
+
     /// The whole Response. `answer` is `None` while in progress.
-    pub fn response(&self, answer: Option<(&str, bool, &Value)>) -> Value {
+    pub fn response(&self, answer: Option<Answer<'_>>) -> Value {
         let request = &self.request;
         let or = |key: &str, default: Value| request.get(key).filter(|v| !v.is_null()).cloned().unwrap_or(default);
         let (status, output, usage, incomplete, completed_at) = match answer {
             None => ("in_progress", json!([]), Value::Null, Value::Null, Value::Null),
-            Some((text, cut, usage)) => {
-                let status = if cut { "incomplete" } else { "completed" };
-                let incomplete = if cut { json!({"reason": "max_output_tokens"}) } else { Value::Null };
-                (status, json!([self.message(text, status)]), responses_usage(usage), incomplete, json!(chrono::Utc::now().timestamp()))
+            Some(answer) => {
+                let status = if answer.cut { "incomplete" } else { "completed" };
+                let incomplete = if answer.cut { json!({"reason": "max_output_tokens"}) } else { Value::Null };
+                (status, self.output(&answer, status), responses_usage(answer.usage), incomplete, json!(chrono::Utc::now().timestamp()))
             }
         };
         json!({
             "id": self.id,
             "object": "response",
+            "background": or("background", json!(false)),
             "created_at": self.created_at,
             "status": status,
             "completed_at": completed_at,
@@ -59,17 +86,17 @@ impl Shell {
             "model": self.model,
             "output": output,
             "parallel_tool_calls": or("parallel_tool_calls", json!(true)),
-            "previous_response_id": null,
+            "previous_response_id": or("previous_response_id", Value::Null),
             "reasoning": {"effort": null, "summary": null},
-            "store": false,
+            "store": self.store,
             "temperature": or("temperature", json!(1.0)),
             "text": {"format": request.get("text").and_then(|t| t.get("format")).cloned().unwrap_or(json!({"type": "text"}))},
             "tool_choice": or("tool_choice", json!("auto")),
-            "tools": [],
+            "tools": or("tools", json!([])),
             "top_p": or("top_p", json!(1.0)),
             "truncation": "disabled",
             "usage": usage,
-            "user": null,
+            "user": or("user", Value::Null),
             "metadata": or("metadata", json!({})),
         })
     }

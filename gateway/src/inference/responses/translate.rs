@@ -8,22 +8,34 @@
 
 use serde_json::{json, Map, Value};
 
+use super::parameters::{text_settings, RESPONSES};
+use super::tools;
 use crate::error::ApiError;
+use crate::inference::parameters;
+use crate::structured;
 
 fn invalid(message: impl Into<String>, param: &'static str) -> ApiError {
     ApiError::InvalidRequest { message: message.into(), param: Some(param), code: "invalid_request" }
 }
 
+/// The chat request for a Responses request. (A `previous_response_id` is resolved by the dialect, which
+/// puts the stored conversation into `input` first.)
+///
 /// # Errors
-/// 400 for what the gateway does not run: a stored previous response, tools, an unknown `text.format`.
+/// 400 for what the gateway does not run: a parameter it does not honour (named), a `text.format` that is
+/// not text, json_object or a valid json_schema, a tool that is not a function, an input item it cannot
+/// read.
 pub fn to_chat(request: &Value) -> Result<Value, ApiError> {
     let Some(obj) = request.as_object() else { return Err(ApiError::InvalidJson("the body must be a JSON object".into())) };
-    if let Some(previous) = obj.get("previous_response_id").and_then(Value::as_str) {
-        // Responses are not stored, so there is nothing to continue from; refusing beats ignoring it.
-        return Err(ApiError::PreviousResponseNotFound(previous.to_owned()));
+    parameters::check(obj, RESPONSES)?;
+    if let Some((param, why)) = text_settings(obj.get("text").and_then(Value::as_object)) {
+        return Err(ApiError::UnsupportedParameter { name: param.to_owned(), why, code: "unsupported_parameter" });
     }
-    if obj.get("tools").and_then(Value::as_array).is_some_and(|t| !t.is_empty()) {
-        return Err(invalid("tools are not supported on /v1/responses yet", "tools"));
+    if obj.get("previous_response_id").is_some_and(|p| !(p.is_null() || p.is_string())) {
+        return Err(invalid("`previous_response_id` must be a response id", "previous_response_id"));
+    }
+    if obj.get("store").is_some_and(|s| !(s.is_null() || s.is_boolean())) {
+        return Err(invalid("`store` must be a boolean", "store"));
     }
     echoed_settings(obj)?;
     let model = obj.get("model").and_then(Value::as_str).ok_or_else(|| invalid("`model` is required", "model"))?;
@@ -33,6 +45,7 @@ pub fn to_chat(request: &Value) -> Result<Value, ApiError> {
     if let Some(format) = response_format(obj.get("text").and_then(|t| t.get("format")))? {
         chat.insert("response_format".into(), format);
     }
+    chat_tools(obj, &mut chat)?;
     if let Some(max) = obj.get("max_output_tokens").filter(|v| !v.is_null()) {
         chat.insert("max_completion_tokens".into(), max.clone());
     }
@@ -42,10 +55,38 @@ pub fn to_chat(request: &Value) -> Result<Value, ApiError> {
             chat.insert(key.into(), v.clone());
         }
     }
+    if let Some(effort) = obj.get("reasoning").and_then(|r| r.get("effort")).filter(|v| !v.is_null()) {
+        chat.insert("reasoning_effort".into(), effort.clone());
+    }
     if obj.get("stream").and_then(Value::as_bool) == Some(true) {
         chat.insert("stream".into(), json!(true));
     }
     Ok(Value::Object(chat))
+}
+
+/// `tools`, `tool_choice` and `parallel_tool_calls`, as chat takes them (the worker then constrains and
+/// reads the calls exactly as on chat).
+fn chat_tools(obj: &Map<String, Value>, chat: &mut Map<String, Value>) -> Result<(), ApiError> {
+    let tools = match obj.get("tools") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(tools)) => tools::chat_tools(tools)?,
+        Some(_) => return Err(invalid("`tools` must be a list of function tools", "tools")),
+    };
+    let choice = obj.get("tool_choice").filter(|c| !c.is_null());
+    if tools.is_empty() {
+        if choice.is_some_and(|c| !(c == "auto" || c == "none")) {
+            return Err(invalid("tool_choice needs tools", "tool_choice"));
+        }
+        return Ok(());
+    }
+    chat.insert("tools".into(), Value::Array(tools));
+    if let Some(choice) = choice {
+        chat.insert("tool_choice".into(), tools::chat_tool_choice(choice)?);
+    }
+    if let Some(parallel) = obj.get("parallel_tool_calls").filter(|v| !v.is_null()) {
+        chat.insert("parallel_tool_calls".into(), parallel.clone());
+    }
+    Ok(())
 }
 
 /// Settings the Response repeats back as sent: of the wrong type they would be echoed into a Response
@@ -73,7 +114,18 @@ fn messages(obj: &Map<String, Value>) -> Result<Vec<Value>, ApiError> {
         Some(Value::String(text)) => out.push(json!({"role": "user", "content": text})),
         Some(Value::Array(items)) => {
             for item in items {
-                out.push(message(item)?);
+                match item.get("type").and_then(Value::as_str) {
+                    Some("function_call") => {
+                        let call = tools::chat_call(item)?;
+                        // Calls in a row are one assistant turn, as chat writes them.
+                        match out.last_mut().and_then(|m| m.get_mut("tool_calls")).and_then(Value::as_array_mut) {
+                            Some(calls) => calls.push(call),
+                            None => out.push(json!({"role": "assistant", "content": null, "tool_calls": [call]})),
+                        }
+                    }
+                    Some("function_call_output") => out.push(tools::chat_tool_result(item)?),
+                    _ => out.push(message(item)?),
+                }
             }
         }
         _ => return Err(invalid("`input` is required: a string or a list of messages", "input")),
@@ -106,26 +158,24 @@ fn message(item: &Value) -> Result<Value, ApiError> {
     Ok(json!({"role": role, "content": content}))
 }
 
+/// `text.format` as the seed contract names its problems: `param: "text.format"`, code `invalid_request`.
 fn response_format(format: Option<&Value>) -> Result<Option<Value>, ApiError> {
-    let Some(format) = format else { return Ok(None) };
-    let bad = || invalid("text.format must be text, json_object, or json_schema with a name and a schema", "text.format");
+    let Some(format) = format.filter(|f| !f.is_null()) else { return Ok(None) };
+    let bad = |why: &str| invalid(format!("invalid text.format: {why}"), "text.format");
     match format.get("type").and_then(Value::as_str) {
         Some("text") => Ok(None),
         Some("json_object") => Ok(Some(json!({"type": "json_object"}))),
         Some("json_schema") => {
-            let name = format.get("name").filter(|n| n.is_string()).ok_or_else(bad)?;
-            let schema = format.get("schema").ok_or_else(bad)?;
+            structured::check_named_schema(format, "").map_err(|why| bad(&why))?;
             let mut spec = Map::new();
-            spec.insert("name".into(), name.clone());
-            spec.insert("schema".into(), schema.clone());
-            for key in ["strict", "description"] {
+            for key in ["name", "schema", "strict", "description"] {
                 if let Some(v) = format.get(key).filter(|v| !v.is_null()) {
                     spec.insert(key.into(), v.clone());
                 }
             }
             Ok(Some(json!({"type": "json_schema", "json_schema": spec})))
         }
-        _ => Err(bad()),
+        _ => Err(bad("it must be text, json_object, or json_schema with a name and a schema")),
     }
 }
 
@@ -161,17 +211,36 @@ mod tests {
         for (req, param) in [
             (json!({"model": "m", "input": "x", "text": {"format": {"type": "yaml"}}}), "text.format"),
             (json!({"model": "m", "input": "x", "text": {"format": {"type": "json_schema", "schema": {}}}}), "text.format"),
-            (json!({"model": "m", "input": "x", "previous_response_id": "resp_1"}), "previous_response_id"),
+            (json!({"model": "m", "input": "x", "previous_response_id": 5}), "previous_response_id"),
+            (json!({"model": "m", "input": "x", "store": "yes"}), "store"),
             (json!({"model": "m"}), "input"),
             (json!({"model": "m", "input": "x", "instructions": 5}), "instructions"),
             (json!({"model": "m", "input": "x", "parallel_tool_calls": "yes"}), "parallel_tool_calls"),
             (json!({"model": "m", "input": "x", "metadata": "x"}), "metadata"),
+            (json!({"model": "m", "input": "x", "include": ["message.output_text.logprobs"]}), "include"),
+            (json!({"model": "m", "input": "x", "top_logprobs": 2}), "top_logprobs"),
+            (json!({"model": "m", "input": "x", "text": {"verbosity": "high"}}), "text.verbosity"),
+            (json!({"model": "m", "input": "x", "truncation": "auto"}), "truncation"),
+            (json!({"model": "m", "input": "x", "conversation": "conv_1"}), "conversation"),
+            (json!({"model": "m", "input": "x", "unheard_of": 1}), "unheard_of"),
         ] {
             let err = to_chat(&req).unwrap_err();
             assert_eq!(err.status(), 400);
             assert_eq!(err.body().error.param.as_deref(), Some(param), "{req}");
         }
-        let err = to_chat(&json!({"model": "m", "input": "x", "text": {"format": {"type": "yaml"}}})).unwrap_err();
-        assert_eq!(err.code().as_deref(), Some("invalid_request"));
+        // Every text.format problem is named as the seed contract names it.
+        for format in [
+            json!({"type": "yaml"}),
+            json!({"type": "json_schema", "name": "bad name", "schema": {"type": "object"}}),
+            json!({"type": "json_schema", "name": "n", "schema": [1]}),
+            json!({"type": "json_schema", "name": "n", "schema": {"type": 5}}),
+        ] {
+            let err = to_chat(&json!({"model": "m", "input": "x", "text": {"format": format}})).unwrap_err();
+            assert_eq!(
+                (err.code().as_deref(), err.body().error.param.as_deref()),
+                (Some("invalid_request"), Some("text.format")),
+                "{format}"
+            );
+        }
     }
 }

@@ -1,0 +1,170 @@
+//! `GET` and `DELETE /v1/responses/{id}`, `GET /v1/responses/{id}/input_items`, `POST
+//! /v1/responses/{id}/cancel`: a tenant's stored responses (`inference::responses::store`, `background`).
+//! Another tenant's id, a deleted or an expired one is a 404.
+
+use std::collections::HashMap;
+
+use axum::extract::{Query, State};
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde_json::Value;
+
+use crate::apidoc::responses::{DeletedResponse, InputItemList};
+use crate::auth::Caller;
+use crate::db::responses as rows;
+use crate::error::ApiError;
+use crate::extract::Path;
+use crate::inference::responses::background;
+use crate::request_id;
+use crate::state::AppState;
+
+fn not_found(id: &str) -> ApiError {
+    ApiError::NotFound(format!("response '{id}'"))
+}
+
+/// Refuses query parameters the route does not read: `stream` (resuming a stream) and `include` are
+/// not offered, and a parameter ignored is worse than a refusal.
+fn no_query(query: &HashMap<String, String>, allowed: &[&str]) -> Result<(), ApiError> {
+    match query.keys().find(|k| !allowed.contains(&k.as_str())) {
+        Some(name) => {
+            Err(ApiError::UnsupportedParameter { name: name.clone(), why: "this route does not take it", code: "unsupported_parameter" })
+        }
+        None => Ok(()),
+    }
+}
+
+#[utoipa::path(
+    get,
+    path = "/v1/responses/{id}",
+    tag = "inference",
+    operation_id = "getResponse",
+    summary = "Retrieve a stored response",
+    description = "The Response as it was answered (cost included), while it is kept: `store` was not false, and the \
+tenant's retention period has not passed.",
+    params(("id" = String, Path, description = "The response id", example = "resp_0190b7a8c6f07d3e8a1b2c3d4e5f6a7b")),
+    security(("api_key" = []), ("x_api_key" = [])),
+    responses(
+        (status = 200, description = "The stored Response", body = crate::apidoc::responses::ResponseObject),
+        crate::apidoc::errors::StoredResponseErrors,
+    )
+)]
+pub(super) async fn retrieve(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    Query(query): Query<HashMap<String, String>>,
+) -> Result<Response, ApiError> {
+    no_query(&query, &[])?;
+    let stored = rows::get(&state.db, caller.tenant_id, &id).await?.ok_or_else(|| not_found(&id))?;
+    let mut response = ([(header::CONTENT_TYPE, "application/json")], stored.response).into_response();
+    request_id::attach(&mut response, &stored.id);
+    Ok(response)
+}
+
+#[utoipa::path(
+    delete,
+    path = "/v1/responses/{id}",
+    tag = "inference",
+    operation_id = "deleteResponse",
+    summary = "Delete a stored response",
+    description = "Deletes the response and what it kept (its input, its conversation); a continuation from it is then \
+refused. Its cost record stays.",
+    params(("id" = String, Path, description = "The response id")),
+    security(("api_key" = []), ("x_api_key" = [])),
+    responses(
+        (status = 200, description = "Deleted", body = DeletedResponse),
+        crate::apidoc::errors::StoredResponseErrors,
+    )
+)]
+pub(super) async fn delete(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<Json<DeletedResponse>, ApiError> {
+    if !rows::delete(&state.db, caller.tenant_id, &id).await? {
+        return Err(not_found(&id));
+    }
+    Ok(Json(DeletedResponse { id, object: "response", deleted: true }))
+}
+
+#[utoipa::path(
+    get,
+    path = "/v1/responses/{id}/input_items",
+    tag = "inference",
+    operation_id = "listInputItems",
+    summary = "The input items of a stored response",
+    description = "The items the request sent as `input` (a string becomes one user message), each with an id; \
+newest first unless `order=asc`.",
+    params(
+        ("id" = String, Path, description = "The response id"),
+        ("limit" = Option<u32>, Query, description = "1 to 100; 20 by default", minimum = 1, maximum = 100),
+        ("order" = Option<String>, Query, description = "`desc` (the default) or `asc`", pattern = "^(asc|desc)$"),
+        ("after" = Option<String>, Query, description = "An item id: list the items after it"),
+    ),
+    security(("api_key" = []), ("x_api_key" = [])),
+    responses(
+        (status = 200, description = "The input items", body = InputItemList),
+        crate::apidoc::errors::StoredResponseErrors,
+    )
+)]
+pub(super) async fn input_items(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    Query(query): Query<HashMap<String, String>>,
+) -> Result<Json<InputItemList>, ApiError> {
+    no_query(&query, &["limit", "order", "after"])?;
+    let limit = match query.get("limit") {
+        None => 20,
+        Some(text) => text
+            .parse::<usize>()
+            .ok()
+            .filter(|n| (1..=100).contains(n))
+            .ok_or_else(|| ApiError::invalid("limit must be an integer from 1 to 100", "limit"))?,
+    };
+    let ascending = match query.get("order").map(String::as_str) {
+        None | Some("desc") => false,
+        Some("asc") => true,
+        Some(_) => return Err(ApiError::invalid("order must be asc or desc", "order")),
+    };
+    let stored = rows::get(&state.db, caller.tenant_id, &id).await?.ok_or_else(|| not_found(&id))?;
+    let mut items: Vec<Value> = stored.input_items.as_array().cloned().unwrap_or_default();
+    if !ascending {
+        items.reverse();
+    }
+    if let Some(after) = query.get("after") {
+        let at = items
+            .iter()
+            .position(|i| i["id"] == after.as_str())
+            .ok_or_else(|| ApiError::invalid("after names no item of this response", "after"))?;
+        items.drain(..=at);
+    }
+    let has_more = items.len() > limit;
+    items.truncate(limit);
+    let id_of = |item: Option<&Value>| item.and_then(|i| i["id"].as_str()).map(str::to_owned);
+    Ok(Json(InputItemList { object: "list", first_id: id_of(items.first()), last_id: id_of(items.last()), has_more, data: items }))
+}
+
+#[utoipa::path(
+    post,
+    path = "/v1/responses/{id}/cancel",
+    tag = "inference",
+    operation_id = "cancelResponse",
+    summary = "Cancel a background response",
+    description = "A queued or running background response becomes `cancelled`: its worker stops, and the tokens \
+generated until then are billed (as for a client that leaves a stream). One that has finished is answered as it \
+stands. A response not run in the background cannot be cancelled (400).",
+    params(("id" = String, Path, description = "The response id")),
+    security(("api_key" = []), ("x_api_key" = [])),
+    responses(
+        (status = 200, description = "The Response as it now stands", body = crate::apidoc::responses::ResponseObject),
+        crate::apidoc::errors::StoredResponseErrors,
+    )
+)]
+pub(super) async fn cancel(State(state): State<AppState>, caller: Caller, Path(id): Path<String>) -> Result<Response, ApiError> {
+    let text = background::cancel(&state, caller.tenant_id, &id).await?;
+    let mut response = ([(header::CONTENT_TYPE, "application/json")], text).into_response();
+    request_id::attach(&mut response, &id);
+    Ok(response)
+}
