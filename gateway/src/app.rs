@@ -26,6 +26,7 @@ impl Application {
         let state = AppState::new(settings).await?;
         // Registered before it serves: every hold names a replica the others can see alive.
         crate::db::replicas::heartbeat(&state.db, state.replica_id).await?;
+        count_replicas(&state.db, &state.settings.limits, &state.limiter).await;
         // Know the catalog and the workers before the first request.
         state.catalog.reload(&state.db).await?;
         state.registry.probe().await;
@@ -68,7 +69,7 @@ impl Application {
         let (stop_heartbeat, stopped) = tokio::sync::oneshot::channel();
         let heartbeat = tokio::spawn(replica_heartbeat(
             db.clone(),
-            (replica_id, std::sync::Arc::clone(&self.state.leases)),
+            (replica_id, std::sync::Arc::clone(&self.state.leases), std::sync::Arc::clone(&self.state.limiter)),
             self.state.settings.limits.clone(),
             stopped,
         ));
@@ -145,14 +146,15 @@ async fn housekeeping(db: sqlx::PgPool, limits: crate::config::LimitArgs, leases
 }
 
 /// Every `--replica-heartbeat-ms`: refresh this replica's row, and release the credit holds of replicas
-/// silent for `--replica-timeout-ms` (a killed gateway's requests will never settle). Every replica runs
-/// it; the statement is safe to run concurrently. Ends when `stop` fires (graceful shutdown).
+/// silent for `--replica-timeout-ms` (a killed gateway's requests will never settle), and count the live
+/// ones for the limiter. Every replica runs it; the statement is safe to run concurrently. Ends when `stop`
+/// fires (graceful shutdown).
 ///
 /// A row found gone means the others presumed this replica dead and released its leases: its slices are
 /// forgotten, so nothing more is held against credit it no longer has.
 async fn replica_heartbeat(
     db: sqlx::PgPool,
-    (replica, leases): (uuid::Uuid, std::sync::Arc<crate::billing::leases::Leases>),
+    (replica, leases, limiter): (uuid::Uuid, std::sync::Arc<crate::billing::leases::Leases>, std::sync::Arc<crate::ratelimit::Limiter>),
     limits: crate::config::LimitArgs,
     mut stop: tokio::sync::oneshot::Receiver<()>,
 ) {
@@ -179,5 +181,16 @@ async fn replica_heartbeat(
             Ok(n) => tracing::warn!(tenants = n, "released the credit holds of gateway replicas that died"),
             Err(e) => tracing::warn!(error = %e, "holds of dead replicas not released"),
         }
+        count_replicas(&db, &limits, &limiter).await;
+    }
+}
+
+/// Tells the limiter how many replicas are alive, so that without Redis it enforces its share of each
+/// limit. When Postgres cannot say, the last count stands.
+async fn count_replicas(db: &sqlx::PgPool, limits: &crate::config::LimitArgs, limiter: &crate::ratelimit::Limiter) {
+    let timeout_ms = i64::try_from(limits.replica_timeout_ms).unwrap_or(i64::MAX);
+    match crate::db::replicas::live(db, timeout_ms).await {
+        Ok(n) => limiter.set_replicas(u32::try_from(n).unwrap_or(u32::MAX)),
+        Err(e) => tracing::warn!(error = %e, "live replicas not counted; the last count stands"),
     }
 }

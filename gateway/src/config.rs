@@ -67,6 +67,23 @@ pub enum Command {
         #[arg(long, default_value = "")]
         note: String,
     },
+    /// Set a tenant's caps (the tenant must exist); each given cap is a number, or `none` to remove it.
+    /// Audited with actor `cli`.
+    SetTenantCaps {
+        #[command(flatten)]
+        db: DbArgs,
+        #[arg(long)]
+        tenant: String,
+        /// Requests per minute across all the tenant's keys and replicas.
+        #[arg(long)]
+        rpm_limit: Option<Cap<i32>>,
+        /// Tokens (prompt + output) per minute across all the tenant's keys and replicas.
+        #[arg(long)]
+        tpm_limit: Option<Cap<i32>>,
+        /// USD the tenant's cost records may reach in a month (UTC), as a decimal.
+        #[arg(long)]
+        monthly_spend_cap: Option<Cap<rust_decimal::Decimal>>,
+    },
     /// Write a new worker secret to FILE unless one is there (docker compose runs this once).
     InitWorkerSecret {
         #[arg(long)]
@@ -94,6 +111,24 @@ pub enum Command {
         #[arg(long, default_value_t = 24)]
         ttl_hours: u64,
     },
+}
+
+/// A cap given on the command line: a value, or `none` to remove it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cap<T>(pub Option<T>);
+
+impl<T: std::str::FromStr> std::str::FromStr for Cap<T>
+where
+    T::Err: std::fmt::Display,
+{
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        if s.eq_ignore_ascii_case("none") {
+            return Ok(Self(None));
+        }
+        s.parse().map(|v| Self(Some(v))).map_err(|e| format!("{e} (or `none` to remove the cap)"))
+    }
 }
 
 #[derive(Debug, Clone, Args)]
@@ -212,9 +247,10 @@ pub struct LimitArgs {
     /// Tokens (prompt + output) per minute for keys without their own limit.
     #[arg(long, env = "RUNAII_DEFAULT_TPM", default_value_t = 1_000_000)]
     pub default_tpm: u32,
-    /// While Redis is unreachable: `open` serves without rate limits (credits still bound spending),
-    /// `closed` answers 503 `rate_limiter_unavailable`.
-    #[arg(long, env = "RUNAII_RATE_LIMIT_ON_REDIS_FAILURE", value_enum, default_value_t = crate::ratelimit::RedisFailure::Open)]
+    /// While Redis is unreachable: `local` enforces this replica's share of every limit (the limit divided
+    /// by the live replicas) from memory, `closed` answers 503 `rate_limiter_unavailable`, `open` serves
+    /// without rate limits (credits still bound spending).
+    #[arg(long, env = "RUNAII_RATE_LIMIT_ON_REDIS_FAILURE", value_enum, default_value_t = crate::ratelimit::RedisFailure::Local)]
     pub on_redis_failure: crate::ratelimit::RedisFailure,
     /// How long an `Idempotency-Key` and its answer are kept, in hours (at least 24).
     #[arg(long, env = "RUNAII_IDEMPOTENCY_TTL_HOURS", default_value_t = 24, value_parser = clap::value_parser!(u32).range(24..))]

@@ -45,12 +45,16 @@ pub enum ApiError {
     BodyTimeout(u64),
     #[error("no route for this path")]
     NoRoute,
-    #[error("Rate limit reached on {} per minute; retry after {retry_after_ms} ms.", if *.by_tokens { "tokens" } else { "requests" })]
-    RateLimited { retry_after_ms: u64, by_tokens: bool },
+    #[error("Rate limit reached{} on {} per minute; retry after {retry_after_ms} ms.",
+        if *.by_tenant { " for your organization (all its keys together)" } else { "" },
+        if *.by_tokens { "tokens" } else { "requests" })]
+    RateLimited { retry_after_ms: u64, by_tokens: bool, by_tenant: bool },
     #[error("the rate limiter is unavailable, so requests are refused until it is back")]
     RateLimiterUnavailable,
     #[error("Insufficient credits: this request may cost up to {needed} USD and {available} USD is available. Add credits to continue.")]
     InsufficientCredits { needed: String, available: String },
+    #[error("Monthly spend cap reached: your organization's requests in {month} cost {spent} USD and its cap is {cap} USD. Requests are refused until the month ends (UTC) or an admin raises the cap.")]
+    SpendCapReached { cap: String, spent: String, month: String },
     #[error("This Idempotency-Key was used with a different request; use a new key for a new request.")]
     IdempotencyKeyReused,
     #[error("A request with this Idempotency-Key is still running; retry when it has finished.")]
@@ -82,7 +86,7 @@ impl ApiError {
             Self::InvalidApiKey | Self::AdminUnauthorized(_) => StatusCode::UNAUTHORIZED,
             Self::Forbidden(_) => StatusCode::FORBIDDEN,
             Self::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
-            Self::InsufficientCredits { .. } => StatusCode::PAYMENT_REQUIRED,
+            Self::InsufficientCredits { .. } | Self::SpendCapReached { .. } => StatusCode::PAYMENT_REQUIRED,
             Self::IdempotencyKeyReused | Self::IdempotentAnswerNotStored(_) => StatusCode::UNPROCESSABLE_ENTITY,
             Self::IdempotencyInProgress | Self::Conflict(_) => StatusCode::CONFLICT,
             Self::NotFound(_) => StatusCode::NOT_FOUND,
@@ -125,6 +129,7 @@ impl ApiError {
             Self::RateLimited { .. } => "rate_limit_exceeded",
             Self::RateLimiterUnavailable => "rate_limiter_unavailable",
             Self::InsufficientCredits { .. } => "insufficient_credits",
+            Self::SpendCapReached { .. } => "spend_cap_reached",
             Self::IdempotencyKeyReused => "idempotency_key_reused",
             Self::IdempotencyInProgress => "idempotency_key_in_use",
             Self::IdempotentAnswerNotStored(_) => "idempotent_answer_not_stored",
@@ -155,6 +160,8 @@ impl ApiError {
             Self::RateLimited { by_tokens: true, .. } => "tokens",
             Self::RateLimited { by_tokens: false, .. } => "requests",
             Self::InsufficientCredits { .. } => "insufficient_credits",
+            // OpenAI's name for a quota that retrying will not restore.
+            Self::SpendCapReached { .. } => "insufficient_quota",
             _ if status.is_client_error() => "invalid_request_error",
             _ => "server_error",
         };
@@ -183,7 +190,10 @@ impl ApiError {
                 headers.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
             }
             // More credit does not appear by retrying: tell the SDKs not to.
-            Self::InsufficientCredits { .. } | Self::IdempotencyKeyReused | Self::StorageQuotaExceeded { .. } => {
+            Self::InsufficientCredits { .. }
+            | Self::SpendCapReached { .. }
+            | Self::IdempotencyKeyReused
+            | Self::StorageQuotaExceeded { .. } => {
                 headers.insert(HeaderName::from_static("x-should-retry"), HeaderValue::from_static("false"));
             }
             _ if status == StatusCode::SERVICE_UNAVAILABLE => {

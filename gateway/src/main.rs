@@ -1,5 +1,5 @@
 //! `runaii-gateway`: subcommands `serve`, `migrate`, `openapi`, `create-key`, `upsert-model`, `grant-credits`,
-//! `issue-admin-token`, `worker-token`, `init-worker-secret`.
+//! `set-tenant-caps`, `issue-admin-token`, `worker-token`, `init-worker-secret`.
 
 use clap::Parser;
 use runaii_gateway::config::{Cli, Command};
@@ -44,6 +44,24 @@ async fn main() -> anyhow::Result<()> {
             let tenant = ops::tenants::ensure(&pool, Actor::CLI, &name).await?;
             let granted = ops::credits::grant(&pool, Actor::CLI, tenant, amount, &note).await?;
             println!("tenant {name}: balance {}", granted.balance.0);
+            Ok(())
+        }
+        Command::SetTenantCaps { db: args, tenant: name, rpm_limit, tpm_limit, monthly_spend_cap } => {
+            let pool = db::connect(&args).await?;
+            let tenant = db::tenants::find(&pool, &name).await?.ok_or_else(|| anyhow::anyhow!("no tenant is called {name}"))?;
+            let caps = ops::tenants::CapsUpdate {
+                rpm_limit: rpm_limit.map(|c| c.0),
+                tpm_limit: tpm_limit.map(|c| c.0),
+                monthly_spend_cap: monthly_spend_cap.map(|c| c.0),
+            };
+            let set = ops::tenants::set_caps(&pool, Actor::CLI, tenant, &caps).await?;
+            let show = |v: Option<String>| v.unwrap_or_else(|| "none".into());
+            println!(
+                "tenant {name}: rpm_limit {}, tpm_limit {}, monthly_spend_cap {}",
+                show(set.rpm_limit.map(|n| n.to_string())),
+                show(set.tpm_limit.map(|n| n.to_string())),
+                show(set.monthly_spend_cap.map(|d| d.0))
+            );
             Ok(())
         }
         Command::InitWorkerSecret { file, owner_uid } => {

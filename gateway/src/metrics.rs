@@ -45,8 +45,9 @@ pub struct Metrics {
     /// prefix), `busy_fallback` (that one was full: the least loaded), `none` (no ready worker).
     pub routing: Counters<u64>,
     /// Rate-limit script calls to Redis by mode (`admit`, `spend`: tokens and unused requests sent on
-    /// their own), and admissions by where they were decided (`redis`, or `slice`: from requests this
-    /// replica took ahead of need). Their ratio is the Redis round trips a request costs.
+    /// their own), and admissions by where they were decided (`redis`, `slice`: from requests this
+    /// replica took ahead of need, or `memory`: its share while Redis could not be reached). The ratio of
+    /// calls to admissions is the Redis round trips a request costs.
     pub rate_limit_calls: Counters<u64>,
     pub rate_limit_admissions: Counters<u64>,
 }
@@ -201,7 +202,7 @@ pub fn exposition(workers: &[WorkerStatus]) -> String {
     m.rate_limit_admissions.write(
         &mut out,
         "runaii_gateway_rate_limit_admissions_total",
-        "Requests admitted by the rate limiter, by source (redis: a call; slice: from requests this replica took ahead of need).",
+        "Requests admitted by the rate limiter, by source (redis: a call; slice: from requests this replica took ahead of need; memory: this replica's share while Redis could not be reached).",
     );
 
     let mut ready = std::collections::BTreeMap::<String, (u64, u64, u64)>::new();

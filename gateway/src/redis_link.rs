@@ -1,10 +1,15 @@
-//! One Redis connection for the whole gateway, which survives Redis going away.
+//! A Redis connection that survives Redis going away. Each use of Redis (the rate limiter, the worker
+//! registry, console sessions) opens its own link, so they do not share fate: a failure one of them meets
+//! (a slow `HGETALL`, a key of the wrong type) never makes another skip Redis.
 //!
 //! `ConnectionManager` reconnects by itself once it exists, but it cannot be created while Redis is
 //! down: a gateway that started during an outage would never use Redis again. `RedisLink` creates it
 //! on first use instead, at most once a second, and every command is bounded by a short timeout so an
-//! unreachable Redis costs a request milliseconds, not seconds. A URL listing several nodes is a Redis
-//! Cluster (`runaii_wire::redis_link`); the rest of the gateway does not know which it has.
+//! unreachable Redis costs a request milliseconds, not seconds. Only a failure to reach Redis (refused,
+//! dropped, timed out, a cluster without its nodes) makes the link skip Redis for a second; an error Redis
+//! answers about one command (`WRONGTYPE`, a script's error) fails that command alone. A URL listing
+//! several nodes is a Redis Cluster (`runaii_wire::redis_link`); the rest of the gateway does not know
+//! which it has.
 
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -92,8 +97,9 @@ impl RedisLink {
         }
     }
 
-    /// Runs one command with the timeout; `None` when Redis is unavailable. After a failure, calls skip
-    /// Redis for a second (the connection manager reconnects meanwhile), so an outage adds no latency.
+    /// Runs one command with the timeout; `None` when Redis is unavailable or refused the command. After a
+    /// failure to reach Redis, calls on this link skip Redis for a second (the connection manager
+    /// reconnects meanwhile), so an outage adds no latency.
     pub async fn run<T, F, Fut>(&self, command: F) -> Option<T>
     where
         F: FnOnce(Connection) -> Fut,
@@ -105,9 +111,14 @@ impl RedisLink {
         let connection = self.connection().await?;
         match tokio::time::timeout(COMMAND_TIMEOUT, command(connection)).await {
             Ok(Ok(value)) => Some(value),
-            Ok(Err(e)) => {
+            Ok(Err(e)) if unreachable(&e) => {
                 tracing::warn!(error = %e, "redis command failed");
                 self.failed();
+                None
+            }
+            // Redis answered, with an error about this command: the link is fine.
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "redis refused a command");
                 None
             }
             Err(_) => {
@@ -117,4 +128,20 @@ impl RedisLink {
             }
         }
     }
+}
+
+/// Whether an error means Redis could not be reached (rather than an answer about one command).
+fn unreachable(e: &redis::RedisError) -> bool {
+    use redis::ErrorKind;
+    e.is_io_error()
+        || e.is_unrecoverable_error()
+        || matches!(
+            e.kind(),
+            ErrorKind::ClusterDown
+                | ErrorKind::MasterDown
+                | ErrorKind::TryAgain
+                | ErrorKind::BusyLoadingError
+                | ErrorKind::ClusterConnectionNotFound
+                | ErrorKind::AuthenticationFailed
+        )
 }

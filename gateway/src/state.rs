@@ -41,6 +41,8 @@ pub struct Shared {
     pub catalog: Arc<crate::catalog::Catalog>,
     pub registry: Arc<Registry>,
     pub limiter: Arc<Limiter>,
+    /// Tenants' month spend, read for their monthly caps.
+    pub spend_caps: crate::ratelimit::spend_cap::SpendCaps,
     /// `None` when no admin JWT key is configured: the admin API then answers 503.
     pub admin: Option<Arc<Verifier>>,
     pub http: reqwest::Client,
@@ -69,7 +71,9 @@ impl AppState {
             .pool_idle_timeout(Duration::from_secs(30))
             .redirect(reqwest::redirect::Policy::none())
             .build()?;
-        let redis = Arc::new(RedisLink::new(settings.redis_url.expose()).await?);
+        // One link per use of Redis: a failure the registry meets never switches the limiter off.
+        let registry_redis = Arc::new(RedisLink::new(settings.redis_url.expose()).await?);
+        let limiter_redis = RedisLink::new(settings.redis_url.expose()).await?;
         let secrets = settings.workers.secrets()?;
         let replica_id = uuid::Uuid::now_v7();
         Ok(Self(Arc::new(Shared {
@@ -77,8 +81,9 @@ impl AppState {
             catalog: Arc::default(),
             ledger: crate::billing::writer::LedgerWriter::start(db.clone(), Duration::from_micros(settings.ledger_linger_us)),
             leases: Arc::new(crate::billing::leases::Leases::new(db.clone(), replica_id)),
-            registry: Arc::new(Registry::new(Arc::clone(&redis), db.clone(), http.clone(), secrets.clone())),
-            limiter: Arc::new(Limiter::new(redis, settings.limits.on_redis_failure)),
+            registry: Arc::new(Registry::new(registry_redis, db.clone(), http.clone(), secrets.clone())),
+            limiter: Arc::new(Limiter::new(limiter_redis, settings.limits.on_redis_failure)),
+            spend_caps: crate::ratelimit::spend_cap::SpendCaps::new(db.clone()),
             admin,
             secrets,
             db,

@@ -1,5 +1,5 @@
 //! The gateway binary's subcommands that change the books (`grant-credits`, `create-key`,
-//! `upsert-model`) go through the same operations as the admin API: the same checks, one transaction,
+//! `upsert-model`, `set-tenant-caps`) go through the same operations as the admin API: the same checks, one transaction,
 //! and an audit row with actor `cli` that records the state before the change.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -104,4 +104,24 @@ async fn catalog_changes_from_the_command_line_are_checked_and_audited() {
     assert_eq!(created.0, "cli");
     assert!(!created.3.as_ref().unwrap().to_string().contains(&secret), "the secret is never audited");
     assert!(rows.iter().any(|r| r.0 == "cli" && r.1 == "tenant.create"), "a tenant the command line creates is audited too");
+}
+
+#[tokio::test]
+async fn tenant_caps_from_the_command_line_are_checked_and_audited() {
+    let (db, url) = database().await;
+    let out = gateway(&url, &["grant-credits", "--tenant", "acme", "--amount", "1"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = gateway(&url, &["set-tenant-caps", "--tenant", "acme", "--monthly-spend-cap", "-1"]);
+    assert!(!out.status.success(), "a negative cap was set");
+    let out = gateway(&url, &["set-tenant-caps", "--tenant", "acme", "--rpm-limit", "60", "--monthly-spend-cap", "25.50"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "tenant acme: rpm_limit 60, tpm_limit none, monthly_spend_cap 25.5");
+    let out = gateway(&url, &["set-tenant-caps", "--tenant", "acme", "--rpm-limit", "none"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let caps: Vec<_> = audit_rows(&db).await.into_iter().filter(|r| r.1 == "tenant.caps").collect();
+    assert_eq!(caps.len(), 2);
+    let (actor, _, before, after) = &caps[1];
+    assert_eq!(actor, "cli");
+    assert_eq!((&before.as_ref().unwrap()["rpm_limit"], &after.as_ref().unwrap()["rpm_limit"]), (&Value::from(60), &Value::Null));
+    assert_eq!(after.as_ref().unwrap()["monthly_spend_cap"], "25.5", "left alone");
 }

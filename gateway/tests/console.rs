@@ -441,3 +441,65 @@ fn field_text(html: &str, name: &str) -> String {
     let text = html[start..].split_once('>').unwrap().1.split("</textarea>").next().unwrap();
     text.replace("&quot;", "\"").replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
 }
+
+/// The text of `<code id="new-secret">…</code>`: a new key's secret, shown once.
+fn new_secret(html: &str) -> String {
+    let start = html.find("id=\"new-secret\">").unwrap_or_else(|| panic!("no new secret in:\n{html}")) + "id=\"new-secret\">".len();
+    html[start..].split('<').next().unwrap().to_owned()
+}
+
+#[tokio::test]
+async fn a_key_made_in_the_console_is_bounded_by_the_session_s_key_and_revoked_with_it() {
+    let app = spawn_app().await;
+    let token = admin_token(&["admin"], None);
+    let expires = (chrono::Utc::now() + chrono::Duration::days(1)).to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let spec = json!({"name": "short-lived", "expires_at": expires, "rpm_limit": 10, "tpm_limit": 5000});
+    let (status, parent) =
+        app.admin(reqwest::Method::POST, &format!("/admin/v1/tenants/{}/keys", app.tenant_id), &token, Some(&spec)).await;
+    assert_eq!(status, 200, "{parent}");
+
+    let mut browser = Browser::new(&app);
+    browser.signed_in(parent["key"].as_str().unwrap()).await;
+    let keys = browser.get("/console/keys").await;
+    let made = browser.post("/console/keys", &[("name", "minted"), ("csrf", keys.csrf().as_str())], &[]).await;
+    assert_eq!(made.status, 200, "{}", made.body);
+    let child = new_secret(&made.body);
+    let row = |public_id: String| {
+        let db = app.db.clone();
+        async move {
+            sqlx::query_as::<_, (uuid::Uuid, Option<chrono::DateTime<chrono::Utc>>, Option<i32>, Option<i32>, Option<uuid::Uuid>)>(
+                "SELECT id, expires_at, rpm_limit, tpm_limit, parent_key_id FROM api_keys WHERE public_id = $1",
+            )
+            .bind(public_id)
+            .fetch_one(&db)
+            .await
+            .unwrap()
+        }
+    };
+    let parent_id: uuid::Uuid = parent["id"].as_str().unwrap().parse().unwrap();
+    let (child_id, child_expires, rpm, tpm, child_parent) = row(child.split('-').nth(1).unwrap().to_owned()).await;
+    assert_eq!(child_expires.map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)), Some(expires), "no later than its parent");
+    assert_eq!((rpm, tpm, child_parent), (Some(10), Some(5000), Some(parent_id)));
+
+    // A key minted from the minted key is bounded the same way.
+    let mut second = Browser::new(&app);
+    second.signed_in(&child).await;
+    let keys = second.get("/console/keys").await;
+    let made = second.post("/console/keys", &[("name", "grandchild"), ("csrf", keys.csrf().as_str())], &[]).await;
+    let grandchild = new_secret(&made.body);
+    let (grandchild_id, _, rpm, _, grandparent) = row(grandchild.split('-').nth(1).unwrap().to_owned()).await;
+    assert_eq!((rpm, grandparent), (Some(10), Some(child_id)));
+
+    // Revoking the first key with its minted keys (the form's default) revokes all three.
+    let keys = browser.get("/console/keys").await;
+    let answer = browser
+        .post("/console/keys/revoke", &[("key_id", parent_id.to_string().as_str()), ("cascade", "on"), ("csrf", keys.csrf().as_str())], &[])
+        .await;
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    let revoked: Vec<uuid::Uuid> =
+        sqlx::query_scalar("SELECT id FROM api_keys WHERE revoked_at IS NOT NULL ORDER BY created_at").fetch_all(&app.db).await.unwrap();
+    assert_eq!(revoked, vec![parent_id, child_id, grandchild_id]);
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert_eq!(app.post_as(&grandchild, "/v1/chat/completions", &tiny(), &[]).await.status(), 401);
+    assert_eq!(app.post("/v1/chat/completions", &tiny()).await.status(), 200, "the tenant's other key still works");
+}

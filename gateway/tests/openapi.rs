@@ -373,6 +373,10 @@ async fn admin_routes(app: &TestApp, spec: &Spec) {
     Call::new(M::GET, "/admin/v1/tenants/{id}", format!("/admin/v1/tenants/{tenant}"), bearer(&all)).expect(app, spec, 200).await;
     let nobody = uuid::Uuid::now_v7();
     Call::new(M::GET, "/admin/v1/tenants/{id}", format!("/admin/v1/tenants/{nobody}"), bearer(&all)).expect(app, spec, 404).await;
+    Call::new(M::PATCH, "/admin/v1/tenants/{id}", format!("/admin/v1/tenants/{tenant}"), bearer(&all))
+        .body(json!({"monthly_spend_cap": null}))
+        .expect(app, spec, 200)
+        .await;
     let (created, _) = Call::new(M::POST, "/admin/v1/tenants", "/admin/v1/tenants", bearer(&all))
         .body(json!({"name": "openapi-new"}))
         .expect(app, spec, 200)

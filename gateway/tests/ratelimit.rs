@@ -1,5 +1,6 @@
 //! Per-key rate limits on real Redis: requests and tokens per minute, the OpenAI headers, and what
-//! happens while Redis is down (fail-closed and fail-open) and after it comes back.
+//! happens while Redis is down (each replica's share from memory, fail-closed, fail-open) or fails
+//! another use of it (the registry), and after it comes back.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -248,4 +249,65 @@ async fn redis_down_fail_open_serves_without_limits() {
     assert!(remaining.is_none(), "the remaining budget is unknown, so it is not invented");
     assert!(started.elapsed() < Duration::from_secs(20));
     assert_eq!(app.cost_rows().await.len(), 1, "and still bills");
+}
+
+/// Sends `n` requests with a body that is not JSON, `every` apart: each is admitted (then answered 400,
+/// costing nothing) or refused (429). The statuses, and whether each answer carried the remaining budget.
+async fn spaced(base: &str, key: &str, n: usize, every: Duration) -> Vec<(u16, bool)> {
+    let client = common::client();
+    let mut seen = Vec::new();
+    for _ in 0..n {
+        let r = client
+            .post(format!("{base}/v1/chat/completions"))
+            .bearer_auth(key)
+            .header("content-type", "application/json")
+            .body("{not json")
+            .send()
+            .await
+            .unwrap();
+        seen.push((r.status().as_u16(), header(&r, "x-ratelimit-remaining-requests").is_some()));
+        tokio::time::sleep(every).await;
+    }
+    seen
+}
+
+#[tokio::test]
+async fn a_registry_that_cannot_read_redis_does_not_switch_the_limits_off() {
+    let redis = PrivateRedis::start(runaii_testkit::free_port());
+    // The workers' hash made unreadable: every refresh of the registry fails with WRONGTYPE.
+    let client = redis::Client::open(redis.url()).unwrap();
+    let mut connection = client.get_multiplexed_async_connection().await.unwrap();
+    let _: () = redis::cmd("SET").arg("runaii:{registry}:workers").arg("junk").query_async(&mut connection).await.unwrap();
+    let url = redis.url();
+    // The default answer to a Redis failure, and the test worker configured in Postgres (no announcements).
+    let app = spawn_app_with(|s| s.redis_url = url.into()).await;
+    set_limits(&app, Some(3), None).await;
+    let seen = spaced(&app.base, &app.key, 10, Duration::from_millis(300)).await;
+    let admitted = seen.iter().filter(|(status, _)| *status == 400).count();
+    assert_eq!(admitted, 3, "a key limited to 3 a minute: {seen:?}");
+    assert!(seen.iter().all(|(status, remaining)| *remaining && [400, 429].contains(status)), "every answer carries the budget: {seen:?}");
+}
+
+#[tokio::test]
+async fn without_redis_each_replica_enforces_its_share_from_memory() {
+    // Nothing listens on this port: Redis is unreachable from the start.
+    let url = format!("redis://127.0.0.1:{}", runaii_testkit::free_port());
+    let app = spawn_app_with(|s| s.redis_url = url.clone().into()).await;
+    let other = common::spawn_replica(&app, |s| s.redis_url = url.clone().into()).await;
+    set_limits(&app, Some(4), None).await;
+    // Each replica counts the live ones at its heartbeat (500 ms in tests).
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    let (here, there) =
+        tokio::join!(spaced(&app.base, &app.key, 5, Duration::from_millis(50)), spaced(&other, &app.key, 5, Duration::from_millis(50)));
+    for (replica, seen) in [("first", &here), ("second", &there)] {
+        let admitted = seen.iter().filter(|(status, _)| *status == 400).count();
+        assert_eq!(admitted, 2, "the {replica} replica admits half of 4 a minute: {seen:?}");
+        assert!(seen.iter().all(|(_, remaining)| *remaining), "the share's budget is in the headers: {seen:?}");
+    }
+    let r = common::client().post(format!("{}/v1/chat/completions", app.base)).bearer_auth(&app.key).json(&tiny()).send().await.unwrap();
+    assert_eq!(r.status(), 429);
+    assert_eq!(header(&r, "x-ratelimit-limit-requests").as_deref(), Some("2"), "the share this replica enforces");
+    let retry: u64 = header(&r, "retry-after").unwrap().parse().unwrap();
+    assert!((1..=30).contains(&retry), "one request of a share of 2 a minute refills in 30 s: {retry}");
+    assert!(app.cost_rows().await.is_empty(), "nothing ran");
 }

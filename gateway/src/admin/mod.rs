@@ -30,6 +30,7 @@ use crate::state::AppState;
     tenants::list,
     tenants::get,
     tenants::create,
+    tenants::set_caps,
     tenants::grant,
     tenants::keys,
     tenants::create_key,
@@ -49,7 +50,7 @@ pub fn router() -> Router<AppState> {
         .route("/admin/v1/cost-records", get(finance::cost_records))
         .route("/admin/v1/monthly-totals", get(finance::monthly_totals))
         .route("/admin/v1/tenants", get(tenants::list).post(tenants::create))
-        .route("/admin/v1/tenants/{id}", get(tenants::get))
+        .route("/admin/v1/tenants/{id}", get(tenants::get).patch(tenants::set_caps))
         .route("/admin/v1/tenants/{id}/credit-ledger", get(finance::credit_ledger))
         .route("/admin/v1/tenants/{id}/credits", post(tenants::grant))
         .route("/admin/v1/tenants/{id}/keys", get(tenants::keys).post(tenants::create_key))

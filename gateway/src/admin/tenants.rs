@@ -1,16 +1,17 @@
-//! Admins: tenants, API keys (the secret is shown once), credit grants, access to private models.
-//! Tenants can also be read by finance. A token confined to a tenant reads only that one and manages only
-//! its keys: minting credit and granting models are for unconfined admins (a tenant's own token must not
-//! be able to give it money or another tenant's private model).
+//! Admins: tenants and their caps, API keys (the secret is shown once), credit grants, access to private
+//! models. Tenants can also be read by finance. A token confined to a tenant reads only that one and
+//! manages only its keys, within the tenant's caps: minting credit, setting caps and granting models are
+//! for unconfined admins (a tenant's own token must not be able to give it money, lift its own caps, or
+//! get another tenant's private model).
 
-use axum::extract::rejection::JsonRejection;
-use axum::extract::{Json, State};
+use axum::extract::rejection::{JsonRejection, QueryRejection};
+use axum::extract::{Json, Query, State};
 use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
-use super::input::body;
+use super::input::{body, query};
 use super::{Claims, Role};
 use crate::db::keys::KeyInfo;
 use crate::db::{keys, tenants};
@@ -18,8 +19,8 @@ use crate::error::ApiError;
 use crate::extract::Path;
 use crate::ops::access::ModelAccess;
 use crate::ops::credits::GrantResult;
-use crate::ops::keys::{CreatedKey, KeySpec, KeyUpdate};
-use crate::ops::tenants::Tenant;
+use crate::ops::keys::{CreatedKey, KeySpec, KeyUpdate, RevokedKey};
+use crate::ops::tenants::{CapsUpdate, Tenant};
 use crate::ops::{self, Actor};
 use crate::shapes::ListObject;
 use crate::state::AppState;
@@ -120,6 +121,33 @@ pub(super) async fn create(
     claims.require_unconfined(Role::Admin)?;
     let new = body(new, state.settings.max_body_bytes)?;
     Ok(Json(ops::tenants::create(&state.db, actor(&claims), &new.name).await?))
+}
+
+#[utoipa::path(
+    patch,
+    path = "/admin/v1/tenants/{id}",
+    tag = "admin",
+    operation_id = "adminSetTenantCaps",
+    summary = "Set a tenant's caps",
+    description = "Role: admin, with a token not confined to a tenant. Requests and tokens per minute across all the tenant's keys and gateway replicas, and a monthly spend cap in USD; `null` removes a cap, an absent field is left alone. Keys keep their own limits but never get more than the tenant.",
+    params(("id" = Uuid, Path, description = "The tenant's id")),
+    request_body(content = CapsUpdate, content_type = "application/json"),
+    security(("admin_jwt" = [])),
+    responses(
+        (status = 200, description = "The tenant with its caps", body = Tenant),
+        crate::apidoc::errors::AdminChangeErrors,
+    )
+)]
+pub(super) async fn set_caps(
+    State(state): State<AppState>,
+    claims: Claims,
+    Path(id): Path<Uuid>,
+    caps: Result<Json<CapsUpdate>, JsonRejection>,
+) -> Result<Json<Tenant>, ApiError> {
+    // A tenant's own token must not lift the caps its tenant is held to.
+    claims.require_unconfined(Role::Admin)?;
+    let caps = body(caps, state.settings.max_body_bytes)?;
+    Ok(Json(ops::tenants::set_caps(&state.db, actor(&claims), id, &caps).await?))
 }
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
@@ -234,6 +262,14 @@ pub(super) async fn update_key(
     Ok(Json(ops::keys::update(&state.db, actor(&claims), key_id, &update, claims.tenant_id).await?))
 }
 
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub(super) struct RevokeQuery {
+    /// Also revoke every key minted from this one (created while signed in with it), however deep.
+    #[serde(default)]
+    cascade: bool,
+}
+
 /// Revokes a key; it stops working on every replica within the key cache's lifetime.
 #[utoipa::path(
     delete,
@@ -241,17 +277,23 @@ pub(super) async fn update_key(
     tag = "admin",
     operation_id = "adminRevokeKey",
     summary = "Revoke a key",
-    description = "Role: admin. The key stops working within the key cache's lifetime on every replica.",
-    params(("id" = Uuid, Path, description = "The key's id")),
+    description = "Role: admin. The key stops working within the key cache's lifetime on every replica; with `cascade=true`, so does every key minted from it.",
+    params(("id" = Uuid, Path, description = "The key's id"), RevokeQuery),
     security(("admin_jwt" = [])),
     responses(
-        (status = 200, description = "The revoked key (the first revocation time is kept)", body = KeyInfo),
+        (status = 200, description = "The revoked key (the first revocation time is kept)", body = RevokedKey),
         crate::apidoc::errors::AdminLookupErrors,
     )
 )]
-pub(super) async fn revoke_key(State(state): State<AppState>, claims: Claims, Path(key_id): Path<Uuid>) -> Result<Json<KeyInfo>, ApiError> {
+pub(super) async fn revoke_key(
+    State(state): State<AppState>,
+    claims: Claims,
+    Path(key_id): Path<Uuid>,
+    q: Result<Query<RevokeQuery>, QueryRejection>,
+) -> Result<Json<RevokedKey>, ApiError> {
     claims.require(Role::Admin)?;
-    Ok(Json(ops::keys::revoke(&state.db, actor(&claims), key_id, claims.tenant_id).await?))
+    let q = query(q)?;
+    Ok(Json(ops::keys::revoke(&state.db, actor(&claims), key_id, claims.tenant_id, q.cascade).await?))
 }
 
 #[utoipa::path(

@@ -11,7 +11,7 @@ use uuid::Uuid;
 
 use super::KeyCache;
 use crate::error::ApiError;
-use crate::ratelimit::Limits;
+use crate::ratelimit::{Budgets, Limits};
 
 /// What checking a key needs, taken from the application's state.
 #[derive(Debug, Clone)]
@@ -26,8 +26,21 @@ pub struct KeyCheck {
 pub struct Caller {
     pub tenant_id: Uuid,
     pub key_id: Uuid,
-    /// The key's own limits, or the gateway's defaults.
+    /// The key's own limits, or the gateway's defaults; either way at most its tenant's caps.
     pub limits: Limits,
+    /// The tenant's requests and tokens per minute across all its keys, when it has either cap (the
+    /// other is then unbounded).
+    pub tenant_limits: Option<Limits>,
+    /// The USD the tenant's cost records may reach this month, when it has a cap.
+    pub monthly_spend_cap: Option<rust_decimal::Decimal>,
+}
+
+impl Caller {
+    /// What the rate limiter admits this caller's requests against.
+    #[must_use]
+    pub fn budgets(&self) -> Budgets {
+        Budgets { key_id: self.key_id, key: self.limits, tenant: self.tenant_limits.map(|limits| (self.tenant_id, limits)) }
+    }
 }
 
 /// Compared against when the public id is unknown, so a miss costs the same hash and compare as a hit.
@@ -53,11 +66,16 @@ where
             return Err(ApiError::InvalidApiKey);
         }
         let own = |limit: Option<i32>| limit.and_then(|n| u32::try_from(n).ok());
+        let (tenant_rpm, tenant_tpm) = (own(row.tenant_rpm_limit), own(row.tenant_tpm_limit));
+        // A key set before its tenant's cap was lowered (or left at the defaults) gets no more than the cap.
+        let at_most = |limit: u32, cap: Option<u32>| cap.map_or(limit, |cap| limit.min(cap));
         let limits = Limits {
-            requests_per_minute: own(row.rpm_limit).unwrap_or(check.defaults.requests_per_minute),
-            tokens_per_minute: own(row.tpm_limit).unwrap_or(check.defaults.tokens_per_minute),
+            requests_per_minute: at_most(own(row.rpm_limit).unwrap_or(check.defaults.requests_per_minute), tenant_rpm),
+            tokens_per_minute: at_most(own(row.tpm_limit).unwrap_or(check.defaults.tokens_per_minute), tenant_tpm),
         };
-        Ok(Self { tenant_id: row.tenant_id, key_id: row.id, limits })
+        let tenant_limits = (tenant_rpm.is_some() || tenant_tpm.is_some())
+            .then(|| Limits { requests_per_minute: tenant_rpm.unwrap_or(u32::MAX), tokens_per_minute: tenant_tpm.unwrap_or(u32::MAX) });
+        Ok(Self { tenant_id: row.tenant_id, key_id: row.id, limits, tenant_limits, monthly_spend_cap: row.monthly_spend_cap })
     }
 }
 

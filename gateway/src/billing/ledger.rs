@@ -129,7 +129,7 @@ impl Ledger {
                 "cost above the hold and the tenant's balance: recorded with a shortfall");
         }
         crate::metrics::global().recorded(&record, self.started.elapsed());
-        self.limiter.spend(self.caller.key_id, self.caller.limits, u64::from(tokens.input) + u64::from(tokens.output));
+        self.limiter.spend(self.caller.budgets(), u64::from(tokens.input) + u64::from(tokens.output));
         Ok(cost)
     }
 }

@@ -1,6 +1,7 @@
 //! API key rows. The secret's hash is read only to authenticate and is never serialized.
 
 use chrono::{DateTime, Utc};
+use rust_decimal::Decimal;
 use serde::Serialize;
 use sqlx::PgPool;
 use uuid::Uuid;
@@ -14,6 +15,10 @@ pub struct KeyRow {
     pub revoked_at: Option<DateTime<Utc>>,
     pub rpm_limit: Option<i32>,
     pub tpm_limit: Option<i32>,
+    /// The tenant's caps, read with the key (a change to them evicts the tenant's keys from the cache).
+    pub tenant_rpm_limit: Option<i32>,
+    pub tenant_tpm_limit: Option<i32>,
+    pub monthly_spend_cap: Option<Decimal>,
 }
 
 /// # Errors
@@ -21,7 +26,9 @@ pub struct KeyRow {
 pub async fn find(db: &PgPool, public_id: &str) -> Result<Option<KeyRow>, sqlx::Error> {
     sqlx::query_as!(
         KeyRow,
-        "SELECT id, tenant_id, secret_hash, expires_at, revoked_at, rpm_limit, tpm_limit FROM api_keys WHERE public_id = $1",
+        "SELECT k.id, k.tenant_id, k.secret_hash, k.expires_at, k.revoked_at, k.rpm_limit, k.tpm_limit,
+                t.rpm_limit AS tenant_rpm_limit, t.tpm_limit AS tenant_tpm_limit, t.monthly_spend_cap
+         FROM api_keys k JOIN tenants t ON t.id = k.tenant_id WHERE k.public_id = $1",
         public_id,
     )
     .fetch_optional(db)
@@ -43,6 +50,8 @@ pub struct KeyInfo {
     pub revoked_at: Option<DateTime<Utc>>,
     pub rpm_limit: Option<i32>,
     pub tpm_limit: Option<i32>,
+    /// The key it was created with (a customer's console session), whose expiry and limits bound it.
+    pub parent_key_id: Option<Uuid>,
 }
 
 /// # Errors
@@ -50,7 +59,7 @@ pub struct KeyInfo {
 pub async fn list(db: &PgPool, tenant_id: Uuid) -> Result<Vec<KeyInfo>, sqlx::Error> {
     sqlx::query_as!(
         KeyInfo,
-        "SELECT id, tenant_id, public_id, name, created_at, expires_at, revoked_at, rpm_limit, tpm_limit
+        "SELECT id, tenant_id, public_id, name, created_at, expires_at, revoked_at, rpm_limit, tpm_limit, parent_key_id
          FROM api_keys WHERE tenant_id = $1 ORDER BY created_at",
         tenant_id,
     )
@@ -63,7 +72,7 @@ pub async fn list(db: &PgPool, tenant_id: Uuid) -> Result<Vec<KeyInfo>, sqlx::Er
 pub async fn info(tx: &mut sqlx::PgConnection, key_id: Uuid) -> Result<Option<KeyInfo>, sqlx::Error> {
     sqlx::query_as!(
         KeyInfo,
-        "SELECT id, tenant_id, public_id, name, created_at, expires_at, revoked_at, rpm_limit, tpm_limit
+        "SELECT id, tenant_id, public_id, name, created_at, expires_at, revoked_at, rpm_limit, tpm_limit, parent_key_id
          FROM api_keys WHERE id = $1 FOR UPDATE",
         key_id,
     )
@@ -78,6 +87,7 @@ pub struct NewKey<'a> {
     pub expires_at: Option<DateTime<Utc>>,
     pub rpm_limit: Option<i32>,
     pub tpm_limit: Option<i32>,
+    pub parent_key_id: Option<Uuid>,
 }
 
 /// # Errors
@@ -91,9 +101,9 @@ pub async fn insert(
 ) -> Result<KeyInfo, sqlx::Error> {
     sqlx::query_as!(
         KeyInfo,
-        "INSERT INTO api_keys (id, tenant_id, public_id, secret_hash, name, expires_at, rpm_limit, tpm_limit)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
-         RETURNING id, tenant_id, public_id, name, created_at, expires_at, revoked_at, rpm_limit, tpm_limit",
+        "INSERT INTO api_keys (id, tenant_id, public_id, secret_hash, name, expires_at, rpm_limit, tpm_limit, parent_key_id)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+         RETURNING id, tenant_id, public_id, name, created_at, expires_at, revoked_at, rpm_limit, tpm_limit, parent_key_id",
         Uuid::now_v7(),
         tenant_id,
         public_id,
@@ -102,6 +112,7 @@ pub async fn insert(
         key.expires_at,
         key.rpm_limit,
         key.tpm_limit,
+        key.parent_key_id,
     )
     .fetch_one(tx)
     .await
@@ -123,7 +134,7 @@ pub async fn update(
         "UPDATE api_keys SET expires_at = CASE WHEN $2 THEN $3 ELSE expires_at END,
              rpm_limit = CASE WHEN $4 THEN $5 ELSE rpm_limit END, tpm_limit = CASE WHEN $6 THEN $7 ELSE tpm_limit END
          WHERE id = $1
-         RETURNING id, tenant_id, public_id, name, created_at, expires_at, revoked_at, rpm_limit, tpm_limit",
+         RETURNING id, tenant_id, public_id, name, created_at, expires_at, revoked_at, rpm_limit, tpm_limit, parent_key_id",
         key_id,
         expires_at.is_some(),
         expires_at.flatten(),
@@ -144,9 +155,36 @@ pub async fn revoke(tx: &mut sqlx::PgConnection, key_id: Uuid) -> Result<Option<
     sqlx::query_as!(
         KeyInfo,
         "UPDATE api_keys SET revoked_at = COALESCE(revoked_at, now()) WHERE id = $1
-         RETURNING id, tenant_id, public_id, name, created_at, expires_at, revoked_at, rpm_limit, tpm_limit",
+         RETURNING id, tenant_id, public_id, name, created_at, expires_at, revoked_at, rpm_limit, tpm_limit, parent_key_id",
         key_id,
     )
     .fetch_optional(tx)
     .await
+}
+
+/// The keys minted from `key_id`, however deep (the key itself excluded), not revoked yet, locked for
+/// their revocation.
+///
+/// # Errors
+/// Database errors.
+pub async fn minted_from(tx: &mut sqlx::PgConnection, key_id: Uuid) -> Result<Vec<KeyInfo>, sqlx::Error> {
+    sqlx::query_as!(
+        KeyInfo,
+        r#"WITH RECURSIVE minted (id) AS (
+               SELECT id FROM api_keys WHERE parent_key_id = $1
+               UNION SELECT k.id FROM api_keys k JOIN minted m ON k.parent_key_id = m.id)
+           SELECT id, tenant_id, public_id, name, created_at, expires_at, revoked_at, rpm_limit, tpm_limit, parent_key_id
+           FROM api_keys WHERE id IN (SELECT id FROM minted) AND revoked_at IS NULL ORDER BY created_at FOR UPDATE"#,
+        key_id,
+    )
+    .fetch_all(tx)
+    .await
+}
+
+/// The public ids of a tenant's keys, to tell every replica's cache that they changed.
+///
+/// # Errors
+/// Database errors.
+pub async fn public_ids(tx: &mut sqlx::PgConnection, tenant_id: Uuid) -> Result<Vec<String>, sqlx::Error> {
+    sqlx::query_scalar!("SELECT public_id FROM api_keys WHERE tenant_id = $1", tenant_id).fetch_all(tx).await
 }

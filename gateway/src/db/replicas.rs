@@ -22,6 +22,19 @@ pub async fn heartbeat(db: &PgPool, replica: Uuid) -> Result<bool, sqlx::Error> 
     .await
 }
 
+/// How many replicas are alive (heard from within `stale_after_ms`), the caller included.
+///
+/// # Errors
+/// Database errors.
+pub async fn live(db: &PgPool, stale_after_ms: i64) -> Result<i64, sqlx::Error> {
+    sqlx::query_scalar!(
+        r#"SELECT count(*) AS "n!" FROM gateway_replicas WHERE last_seen >= now() - make_interval(secs => $1 / 1000.0)"#,
+        stale_after_ms as f64
+    )
+    .fetch_one(db)
+    .await
+}
+
 /// Removes the replica's row at graceful shutdown, once its requests have settled.
 ///
 /// # Errors

@@ -56,6 +56,7 @@ pub async fn prepare(
         // The gateway always needs the usage to bill; the client gets it only if it asked.
         body["stream_options"] = json!({"include_usage": true});
     }
+    state.spend_caps.check(caller.tenant_id, caller.monthly_spend_cap).await?;
     let held = hold_worst_case(state, &caller, &model, &body, &request_id).await?;
     // From here every outcome has a cost record under this id: whatever answer goes out names it.
     let ledger = Ledger {

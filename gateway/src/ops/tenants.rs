@@ -1,12 +1,16 @@
-//! Tenants: creating one (admin API), or finding one by name and creating it when missing (command line).
+//! Tenants: creating one (admin API), or finding one by name and creating it when missing (command line),
+//! and setting its caps (requests and tokens per minute across all its keys, and a monthly spend cap).
+//! Only unconfined staff call [`set_caps`]: a tenant's own token must not lift its caps.
 
 use chrono::{DateTime, Utc};
-use serde::Serialize;
+use rust_decimal::Decimal;
+use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
+use super::keys::present;
 use super::{audit, snapshot, Actor, OpError};
-use crate::db::tenants as rows;
+use crate::db::{keys, notify, tenants as rows};
 use crate::shapes::{DecimalString, Usd};
 
 /// A tenant and its money (USD, exact).
@@ -27,6 +31,31 @@ pub struct Tenant {
     #[schema(inline)]
     pub currency: Usd,
     pub created_at: DateTime<Utc>,
+    /// Requests per minute across all the tenant's keys and gateway replicas; `null`: no cap.
+    pub rpm_limit: Option<i32>,
+    /// Tokens (prompt + output) per minute across all its keys; `null`: no cap.
+    pub tpm_limit: Option<i32>,
+    /// USD its cost records may reach in a calendar month (UTC) before its requests are refused with
+    /// `402 spend_cap_reached`; `null`: no cap.
+    pub monthly_spend_cap: Option<DecimalString>,
+}
+
+/// Caps to change on a tenant; `null` removes a cap, an absent field is left alone.
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CapsUpdate {
+    /// Requests per minute across all the tenant's keys (positive).
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<i32>)]
+    pub rpm_limit: Option<Option<i32>>,
+    /// Tokens per minute across all the tenant's keys (positive).
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<i32>)]
+    pub tpm_limit: Option<Option<i32>>,
+    /// USD a month, as a decimal string: at least 0, below 10^12, at most 16 decimals.
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<String>, pattern = r"^[0-9]+(\.[0-9]+)?$", example = "500.00")]
+    pub monthly_spend_cap: Option<Option<Decimal>>,
 }
 
 impl From<&rows::Tenant> for Tenant {
@@ -41,6 +70,9 @@ impl From<&rows::Tenant> for Tenant {
             available: (t.balance - t.held()).into(),
             currency: Usd::Usd,
             created_at: t.created_at,
+            rpm_limit: t.rpm_limit,
+            tpm_limit: t.tpm_limit,
+            monthly_spend_cap: t.monthly_spend_cap.map(DecimalString::from),
         }
     }
 }
@@ -74,6 +106,37 @@ pub async fn ensure(db: &sqlx::PgPool, actor: Actor<'_>, name: &str) -> Result<U
         Err(OpError::Conflict(_)) => rows::find(db, name).await?.ok_or_else(|| OpError::NotFound(format!("tenant {name}"))),
         Err(e) => Err(e),
     }
+}
+
+/// Sets a tenant's caps, audited, and tells every replica that its keys' limits changed. Keys whose own
+/// limits are above a lowered cap keep them, but are held to the cap (a key never gets more than its
+/// tenant).
+///
+/// # Errors
+/// [`OpError::NotFound`] for an unknown tenant, [`OpError::Invalid`] for a spend cap that is negative,
+/// too large or too precise, [`OpError::Conflict`] for a per-minute cap that is not positive.
+pub async fn set_caps(db: &sqlx::PgPool, actor: Actor<'_>, tenant: Uuid, caps: &CapsUpdate) -> Result<Tenant, OpError> {
+    if let Some(Some(cap)) = caps.monthly_spend_cap {
+        if cap.is_sign_negative() || cap >= Decimal::from(1_000_000_000_000_i64) || cap.scale() > 16 {
+            return Err(OpError::invalid(
+                "monthly_spend_cap must be at least 0, below 10^12, with at most 16 decimals",
+                "monthly_spend_cap",
+            ));
+        }
+    }
+    let mut tx = db.begin().await?;
+    let before = rows::lock(&mut tx, tenant).await?.ok_or_else(|| OpError::NotFound(format!("tenant {tenant}")))?;
+    let after = rows::set_caps(&mut tx, tenant, caps.rpm_limit, caps.tpm_limit, caps.monthly_spend_cap)
+        .await?
+        .ok_or_else(|| OpError::NotFound(format!("tenant {tenant}")))?;
+    let (before, after) = (Tenant::from(&before), Tenant::from(&after));
+    audit(&mut tx, actor, "tenant.caps", ("tenant", tenant.to_string()), snapshot(&before), snapshot(&after)).await?;
+    // The caps travel with each key's cached row: every replica drops the tenant's keys.
+    for public_id in keys::public_ids(&mut tx, tenant).await? {
+        notify::key_changed(&mut tx, &public_id).await?;
+    }
+    tx.commit().await?;
+    Ok(after)
 }
 
 fn checked_name(name: &str) -> Result<&str, OpError> {

@@ -17,9 +17,7 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use uuid::Uuid;
-
-use super::{Limits, Quota};
+use super::{Bucket, Limits, Quota};
 
 /// How long a slice is admitted from, and the window its size is measured over.
 pub const SLICE_FOR: Duration = Duration::from_millis(250);
@@ -139,13 +137,13 @@ fn until_full(remaining: u64, limit: u32) -> u64 {
 
 #[derive(Debug, Default)]
 pub struct Slices {
-    keys: HashMap<Uuid, Key>,
+    keys: HashMap<Bucket, Key>,
 }
 
 impl Slices {
     /// Admits from the key's slice when it has a request left and its tokens are not spent; otherwise
     /// says which call to make (its finished tokens and unused requests go with it).
-    pub fn plan(&mut self, key_id: Uuid, limits: Limits, now: Instant) -> Plan {
+    pub fn plan(&mut self, key_id: Bucket, limits: Limits, now: Instant) -> Plan {
         let key = self.keys.entry(key_id).or_insert_with(|| Key::new(limits, now));
         let mut give_back = 0;
         if key.limits != limits {
@@ -167,7 +165,7 @@ impl Slices {
 
     /// Keeps what an admission's call took beyond the one request it admitted, and returns the quota
     /// to report (`None` when Redis did not answer: the call's tokens wait for the next one).
-    pub fn answered(&mut self, key_id: Uuid, call: Call, reply: Option<Reply>, now: Instant) -> Option<Quota> {
+    pub fn answered(&mut self, key_id: Bucket, call: Call, reply: Option<Reply>, now: Instant) -> Option<Quota> {
         let key = self.keys.entry(key_id).or_insert_with(|| Key::new(call.limits, now));
         if call.slice {
             key.taking = false;
@@ -191,7 +189,7 @@ impl Slices {
     }
 
     /// Counts a finished request's tokens, to go with the key's next call.
-    pub fn spend(&mut self, key_id: Uuid, limits: Limits, tokens: u64, now: Instant) {
+    pub fn spend(&mut self, key_id: Bucket, limits: Limits, tokens: u64, now: Instant) {
         if tokens > 0 {
             let key = self.keys.entry(key_id).or_insert_with(|| Key::new(limits, now));
             key.unsent_tokens = key.unsent_tokens.saturating_add(tokens);
@@ -200,7 +198,7 @@ impl Slices {
 
     /// The calls that cannot wait for the keys' next admissions: their unsent tokens, and slices past
     /// their time (or every slice, when `all`). Keys with nothing left to say are forgotten.
-    pub fn due(&mut self, now: Instant, all: bool) -> Vec<(Uuid, Call)> {
+    pub fn due(&mut self, now: Instant, all: bool) -> Vec<(Bucket, Call)> {
         let mut calls = Vec::new();
         for (id, key) in &mut self.keys {
             let give_back = if all || now >= key.until { key.take_left() } else { 0 };
@@ -213,15 +211,26 @@ impl Slices {
         calls
     }
 
+    /// A request taken for an admission that another budget refused: kept as unused, it is admitted from
+    /// memory by the bucket's next request within [`SLICE_FOR`] or given back with its next call.
+    pub fn give_back(&mut self, bucket: Bucket, now: Instant) {
+        if let Some(key) = self.keys.get_mut(&bucket) {
+            key.left += 1;
+            key.until = key.until.max(now + SLICE_FOR);
+        }
+    }
+
     /// A flush's call failed: its tokens wait for the next one (its unused requests are lost, and the
     /// bucket refills them).
-    pub fn unsent(&mut self, key_id: Uuid, call: Call, now: Instant) {
+    pub fn unsent(&mut self, key_id: Bucket, call: Call, now: Instant) {
         self.spend(key_id, call.limits, call.spend, now);
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use uuid::Uuid;
+
     use super::*;
 
     const BIG: Limits = Limits { requests_per_minute: 240_000, tokens_per_minute: 1_000_000 };
@@ -240,7 +249,7 @@ mod tests {
     #[test]
     fn a_new_key_takes_one_request_then_slices_sized_by_its_demand() {
         let mut s = Slices::default();
-        let key = Uuid::now_v7();
+        let key = Bucket::Key(Uuid::now_v7());
         let t0 = Instant::now();
         // 50 admissions in the first window, each a call of one (nothing was measured yet).
         for i in 0..50 {
@@ -266,7 +275,7 @@ mod tests {
     #[test]
     fn a_slice_is_at_most_what_the_limit_refills_meanwhile() {
         let mut s = Slices::default();
-        let key = Uuid::now_v7();
+        let key = Bucket::Key(Uuid::now_v7());
         let small = Limits { requests_per_minute: 2400, tokens_per_minute: 1_000_000 };
         let t0 = Instant::now();
         for _ in 0..100 {
@@ -277,7 +286,7 @@ mod tests {
         assert_eq!(call.want, 10, "2400 a minute refill 10 in 250 ms");
         // Under 480 a minute, one at a time.
         let tiny = Limits { requests_per_minute: 479, tokens_per_minute: 1_000_000 };
-        let key = Uuid::now_v7();
+        let key = Bucket::Key(Uuid::now_v7());
         for _ in 0..100 {
             let call = call_of(s.plan(key, tiny, t0));
             assert_eq!(call.want, 1);
@@ -289,7 +298,7 @@ mod tests {
     #[test]
     fn while_a_slice_is_taken_others_take_one_each() {
         let mut s = Slices::default();
-        let key = Uuid::now_v7();
+        let key = Bucket::Key(Uuid::now_v7());
         let t0 = Instant::now();
         let first = call_of(s.plan(key, BIG, t0));
         let second = call_of(s.plan(key, BIG, t0));
@@ -302,7 +311,7 @@ mod tests {
     #[test]
     fn unused_requests_go_back_when_the_slice_expires_or_the_limits_change() {
         let mut s = Slices::default();
-        let key = Uuid::now_v7();
+        let key = Bucket::Key(Uuid::now_v7());
         let t0 = Instant::now();
         let call = call_of(s.plan(key, BIG, t0));
         s.answered(key, call, Some(reply(8)), t0);
@@ -326,7 +335,7 @@ mod tests {
     #[test]
     fn tokens_spent_here_stop_admissions_from_memory() {
         let mut s = Slices::default();
-        let key = Uuid::now_v7();
+        let key = Bucket::Key(Uuid::now_v7());
         let t0 = Instant::now();
         let call = call_of(s.plan(key, BIG, t0));
         s.answered(key, call, Some(Reply { taken: 10, requests_left: 100, tokens_left: 30, reset_tokens_ms: 0 }), t0);
@@ -339,7 +348,7 @@ mod tests {
     #[test]
     fn a_failed_call_keeps_its_tokens_for_the_next() {
         let mut s = Slices::default();
-        let key = Uuid::now_v7();
+        let key = Bucket::Key(Uuid::now_v7());
         let t0 = Instant::now();
         s.spend(key, BIG, 12, t0);
         let call = call_of(s.plan(key, BIG, t0));
@@ -351,7 +360,7 @@ mod tests {
     #[test]
     fn idle_keys_are_forgotten() {
         let mut s = Slices::default();
-        let key = Uuid::now_v7();
+        let key = Bucket::Key(Uuid::now_v7());
         let t0 = Instant::now();
         let call = call_of(s.plan(key, BIG, t0));
         s.answered(key, call, Some(reply(1)), t0);

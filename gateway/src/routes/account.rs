@@ -30,7 +30,18 @@ pub struct Account {
     /// `balance - reserved`: what new requests may use.
     pub available: DecimalString,
     pub usage: MonthUsage,
+    /// The key's own limits, at most its tenant's caps.
     pub rate_limits: RateLimits,
+    pub tenant_caps: TenantCaps,
+}
+
+/// The tenant's caps across all its keys and replicas, set by the provider's staff; `null`: none.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct TenantCaps {
+    pub requests_per_minute: Option<i32>,
+    pub tokens_per_minute: Option<i32>,
+    /// USD this month's requests may cost, in all.
+    pub monthly_spend_cap: Option<DecimalString>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -71,7 +82,7 @@ pub struct RateLimits {
     tag = "account",
     operation_id = "getAccount",
     summary = "The key's account",
-    description = "The key's tenant: balance, reserved and available credit (USD, exact), this month's use, and the key's rate limits.",
+    description = "The key's tenant: balance, reserved and available credit (USD, exact), this month's use, the key's rate limits and the tenant's caps.",
     security(("api_key" = []), ("x_api_key" = [])),
     responses(
         (status = 200, description = "The account", body = Account),
@@ -102,6 +113,11 @@ pub(super) async fn get(State(state): State<AppState>, caller: Caller) -> Result
         rate_limits: RateLimits {
             requests_per_minute: caller.limits.requests_per_minute,
             tokens_per_minute: caller.limits.tokens_per_minute,
+        },
+        tenant_caps: TenantCaps {
+            requests_per_minute: tenant.rpm_limit,
+            tokens_per_minute: tenant.tpm_limit,
+            monthly_spend_cap: tenant.monthly_spend_cap.map(DecimalString::from),
         },
     }))
 }

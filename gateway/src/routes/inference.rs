@@ -38,12 +38,14 @@ pub(super) async fn serve<D: Dialect>(
     headers: &HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    let admission = match state.limiter.admit(caller.key_id, caller.limits).await {
+    let admission = match state.limiter.admit(caller.budgets()).await {
         Ok(admission) => admission,
         Err(e) => return D::error(e),
     };
     let mut response = match admission {
-        Admission::Limited { retry_after_ms, by_tokens, .. } => D::error(ApiError::RateLimited { retry_after_ms, by_tokens }),
+        Admission::Limited { retry_after_ms, by_tokens, by_tenant, .. } => {
+            D::error(ApiError::RateLimited { retry_after_ms, by_tokens, by_tenant })
+        }
         Admission::Allowed(_) | Admission::Unchecked(_) => admitted::<D>(state, caller, headers, body).await,
     };
     ratelimit::apply(response.headers_mut(), &admission);

@@ -72,7 +72,7 @@ pub fn test_settings(database_url: String) -> Settings {
         limits: LimitArgs {
             default_rpm: 10_000,
             default_tpm: 10_000_000,
-            on_redis_failure: RedisFailure::Open,
+            on_redis_failure: RedisFailure::Local,
             idempotency_ttl_hours: 24,
             idempotency_max_stored_bytes: 8 * 1024 * 1024,
             hold_expiry_s: 7200,

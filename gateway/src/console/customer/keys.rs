@@ -3,8 +3,10 @@
 //!
 //! A key is its tenant's credential, so whoever signs in with one manages the tenant's keys, as an admin
 //! token confined to the tenant may. The changes are `ops::keys`' (validated, audited in their transaction,
-//! scoped to the tenant), with the acting key (`key:rk-<public_id>`) as the actor. Revoking the key the
-//! session uses ends the session at its next page.
+//! scoped to the tenant), with the acting key (`key:rk-<public_id>`) as the actor. A key created here is
+//! minted from the session's key: it expires no later and is limited no higher, and revoking the session's
+//! key with "also the keys created with it" revokes it too. Revoking the key the session uses ends the
+//! session at its next page.
 
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -21,7 +23,7 @@ use crate::console::ui::layout::{self, csrf, Section};
 use crate::console::Console;
 use crate::db::keys::{self, KeyInfo};
 use crate::error::ApiError;
-use crate::ops::keys::KeySpec;
+use crate::ops::keys::{KeySpec, RevokedKey};
 use crate::ops::{self, Actor};
 
 pub(super) async fn list(State(console): State<Console>, signed: SignedIn) -> Response {
@@ -35,7 +37,7 @@ pub(super) async fn list(State(console): State<Console>, signed: SignedIn) -> Re
 /// What happened just before the list is drawn.
 enum Outcome {
     Created { key: KeyInfo, secret: String },
-    Revoked(KeyInfo),
+    Revoked { key: KeyInfo, also: usize },
     Failed(ConsoleError),
 }
 
@@ -50,7 +52,10 @@ async fn page(console: &Console, signed: &SignedIn, customer: &Customer, outcome
                     p { code #new-secret { (secret) } " " button.copy type="button" data-copy="#new-secret" { "Copy" } }
                 }
             }
-            Some(Outcome::Revoked(key)) => { (layout::ok(&format!("Key rk-{}-… revoked: it stops working within seconds on every gateway.", key.public_id))) }
+            Some(Outcome::Revoked { key, also }) => {
+                (layout::ok(&format!("Key rk-{}-… revoked{}: it stops working within seconds on every gateway.", key.public_id,
+                    if *also > 0 { format!(", with the {also} key(s) created with it") } else { String::new() })))
+            }
             Some(Outcome::Failed(e)) => { (layout::error(e)) }
             None => {}
         }
@@ -73,6 +78,7 @@ async fn page(console: &Console, signed: &SignedIn, customer: &Customer, outcome
                                         data-confirm=(format!("Revoke rk-{}-…? Requests with it will be refused.", k.public_id)) {
                                         (csrf(signed))
                                         input type="hidden" name="key_id" value=(k.id);
+                                        label { input type="checkbox" name="cascade" value="on" checked; " and the keys created with it" }
                                         button.danger type="submit" { "Revoke" }
                                     }
                                 }
@@ -119,6 +125,9 @@ pub(super) async fn create(State(console): State<Console>, posted: Posted<NewKey
 pub(super) struct RevokeForm {
     #[serde(default)]
     key_id: String,
+    /// A checkbox: present (`on`) when ticked.
+    #[serde(default)]
+    cascade: Option<String>,
 }
 
 pub(super) async fn revoke(State(console): State<Console>, posted: Posted<RevokeForm>) -> Response {
@@ -127,8 +136,9 @@ pub(super) async fn revoke(State(console): State<Console>, posted: Posted<Revoke
         Ok(c) => c,
         Err(e) => return layout::page_or_error(&signed, Section::Keys, "Keys", Err(e)),
     };
-    let (outcome, status) = match revoke_key(&console, customer, &posted.form.key_id).await {
-        Ok(key) => (Outcome::Revoked(key), StatusCode::OK),
+    let cascade = posted.form.cascade.is_some();
+    let (outcome, status) = match revoke_key(&console, customer, &posted.form.key_id, cascade).await {
+        Ok(revoked) => (Outcome::Revoked { key: revoked.info, also: revoked.also_revoked.len() }, StatusCode::OK),
         Err(e) => {
             let status = e.status();
             (Outcome::Failed(e), status)
@@ -143,21 +153,23 @@ fn actor(customer: &Customer) -> String {
     format!("key:{}", customer.key_prefix)
 }
 
-/// A new key of the customer's tenant (audited by `ops::keys`); the secret is returned once.
+/// A new key of the customer's tenant, minted from the session's key: its expiry and limits (audited by
+/// `ops::keys`); the secret is returned once.
 async fn create_key(console: &Console, customer: &Customer, name: &str) -> Result<(KeyInfo, String), ConsoleError> {
     if name.chars().count() > 200 {
         return Err(ConsoleError::Invalid("a key's name is at most 200 characters".into()));
     }
     let spec = KeySpec { name: name.to_owned(), ..KeySpec::default() };
-    let created =
-        ops::keys::create(&console.app.db, Actor(&actor(customer)), customer.caller.tenant_id, &spec).await.map_err(ApiError::from)?;
+    let created = ops::keys::create_from_key(&console.app.db, Actor(&actor(customer)), customer.caller.key_id, &spec)
+        .await
+        .map_err(ApiError::from)?;
     Ok((created.info, created.key))
 }
 
 /// Revokes one of the customer's tenant's keys (audited by `ops::keys`). Another tenant's key is "not
 /// found", exactly like a key that does not exist: the tenant is the operation's scope.
-async fn revoke_key(console: &Console, customer: &Customer, key_id: &str) -> Result<KeyInfo, ConsoleError> {
+async fn revoke_key(console: &Console, customer: &Customer, key_id: &str, cascade: bool) -> Result<RevokedKey, ConsoleError> {
     let key_id: Uuid = key_id.parse().map_err(|_| ConsoleError::NotFound(format!("key {key_id}")))?;
     let tenant = Some(customer.caller.tenant_id);
-    Ok(ops::keys::revoke(&console.app.db, Actor(&actor(customer)), key_id, tenant).await.map_err(ApiError::from)?)
+    Ok(ops::keys::revoke(&console.app.db, Actor(&actor(customer)), key_id, tenant, cascade).await.map_err(ApiError::from)?)
 }

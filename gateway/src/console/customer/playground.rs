@@ -172,9 +172,9 @@ async fn ask(console: &Console, customer: &Customer, ask: &Ask) -> Result<Answer
     let (body, schema) = request_body(ask)?;
     let caller = customer.caller;
     let app = &console.app;
-    // What every inference route does first: the key's rate limit.
-    if let Admission::Limited { retry_after_ms, by_tokens, .. } = app.limiter.admit(caller.key_id, caller.limits).await? {
-        return Err(ApiError::RateLimited { retry_after_ms, by_tokens }.into());
+    // What every inference route does first: the key's rate limit (and its tenant's caps).
+    if let Admission::Limited { retry_after_ms, by_tokens, by_tenant, .. } = app.limiter.admit(caller.budgets()).await? {
+        return Err(ApiError::RateLimited { retry_after_ms, by_tokens, by_tenant }.into());
     }
     let response = inference::run::<Chat>(app, caller, body).await;
     let status = response.status();
