@@ -26,7 +26,7 @@ impl Application {
         let state = AppState::new(settings).await?;
         // Registered before it serves: every hold names a replica the others can see alive.
         crate::db::replicas::heartbeat(&state.db, state.replica_id).await?;
-        count_replicas(&state.db, &state.settings.limits, &state.limiter).await;
+        count_replicas(&state.db, &state.settings.limits, (&state.limiter, &state.concurrency)).await;
         // Know the catalog and the workers before the first request.
         state.catalog.reload(&state.db).await?;
         state.registry.probe().await;
@@ -69,7 +69,7 @@ impl Application {
         let (stop_heartbeat, stopped) = tokio::sync::oneshot::channel();
         let heartbeat = tokio::spawn(replica_heartbeat(
             db.clone(),
-            (replica_id, std::sync::Arc::clone(&self.state.leases), std::sync::Arc::clone(&self.state.limiter)),
+            (replica_id, std::sync::Arc::clone(&self.state.leases), std::sync::Arc::clone(&self.state.limiter), std::sync::Arc::clone(&self.state.concurrency)),
             self.state.settings.limits.clone(),
             stopped,
         ));
@@ -154,7 +154,12 @@ async fn housekeeping(db: sqlx::PgPool, limits: crate::config::LimitArgs, leases
 /// forgotten, so nothing more is held against credit it no longer has.
 async fn replica_heartbeat(
     db: sqlx::PgPool,
-    (replica, leases, limiter): (uuid::Uuid, std::sync::Arc<crate::billing::leases::Leases>, std::sync::Arc<crate::ratelimit::Limiter>),
+    (replica, leases, limiter, concurrency): (
+        uuid::Uuid,
+        std::sync::Arc<crate::billing::leases::Leases>,
+        std::sync::Arc<crate::ratelimit::Limiter>,
+        std::sync::Arc<crate::concurrency::Concurrency>,
+    ),
     limits: crate::config::LimitArgs,
     mut stop: tokio::sync::oneshot::Receiver<()>,
 ) {
@@ -181,16 +186,24 @@ async fn replica_heartbeat(
             Ok(n) => tracing::warn!(tenants = n, "released the credit holds of gateway replicas that died"),
             Err(e) => tracing::warn!(error = %e, "holds of dead replicas not released"),
         }
-        count_replicas(&db, &limits, &limiter).await;
+        count_replicas(&db, &limits, (&limiter, &concurrency)).await;
     }
 }
 
-/// Tells the limiter how many replicas are alive, so that without Redis it enforces its share of each
-/// limit. When Postgres cannot say, the last count stands.
-async fn count_replicas(db: &sqlx::PgPool, limits: &crate::config::LimitArgs, limiter: &crate::ratelimit::Limiter) {
+/// Tells the limiter and the caps in flight how many replicas are alive, so that without Redis each
+/// enforces its share of each limit. When Postgres cannot say, the last count stands.
+async fn count_replicas(
+    db: &sqlx::PgPool,
+    limits: &crate::config::LimitArgs,
+    (limiter, concurrency): (&crate::ratelimit::Limiter, &crate::concurrency::Concurrency),
+) {
     let timeout_ms = i64::try_from(limits.replica_timeout_ms).unwrap_or(i64::MAX);
     match crate::db::replicas::live(db, timeout_ms).await {
-        Ok(n) => limiter.set_replicas(u32::try_from(n).unwrap_or(u32::MAX)),
+        Ok(n) => {
+            let n = u32::try_from(n).unwrap_or(u32::MAX);
+            limiter.set_replicas(n);
+            concurrency.set_replicas(n);
+        }
         Err(e) => tracing::warn!(error = %e, "live replicas not counted; the last count stands"),
     }
 }

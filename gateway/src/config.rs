@@ -83,6 +83,9 @@ pub enum Command {
         /// USD the tenant's cost records may reach in a month (UTC), as a decimal.
         #[arg(long)]
         monthly_spend_cap: Option<Cap<rust_decimal::Decimal>>,
+        /// Requests the tenant may have in flight at once, over every replica (1 to 100,000).
+        #[arg(long)]
+        max_concurrent_requests: Option<u32>,
     },
     /// Write a new worker secret to FILE unless one is there (docker compose runs this once).
     InitWorkerSecret {
@@ -220,11 +223,16 @@ pub struct WorkerArgs {
     /// How often the registry of announced workers is read from Redis, in milliseconds.
     #[arg(long, env = "RUNAII_REGISTRY_REFRESH_MS", default_value_t = 1000)]
     pub registry_refresh_ms: u64,
-    /// How long a worker may take to answer a request's headers, in milliseconds. A streamed answer's
-    /// headers come before its first token; a whole answer's come with its end, so this also bounds the
-    /// generation of a non-streamed request.
+    /// How long a worker may take to answer a request's headers, in milliseconds, besides generating: a
+    /// streamed answer's headers come before its first token, so this is its whole wait; a whole answer's
+    /// come with its end, so its wait is this plus its `max_tokens` at the model's speed (see
+    /// `worker_min_tokens_per_second`).
     #[arg(long, env = "RUNAII_WORKER_HEADERS_TIMEOUT_MS", default_value_t = 300_000)]
     pub worker_headers_timeout_ms: u64,
+    /// The slowest generation, in tokens per second of one answer, that a whole answer's deadline allows
+    /// for; a model measured slower than twice this gets twice its measured time instead.
+    #[arg(long, env = "RUNAII_WORKER_MIN_TOKENS_PER_SECOND", default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..))]
+    pub worker_min_tokens_per_second: u32,
     /// How long a worker may go silent once its answer has begun, in milliseconds: a stream with no
     /// event (a whole answer with no bytes) for this long is cut and recorded `failed`.
     #[arg(long, env = "RUNAII_WORKER_IDLE_TIMEOUT_MS", default_value_t = 60_000)]

@@ -37,6 +37,9 @@ pub enum ApiError {
     /// customers must not learn internal addresses.
     #[error("the model's worker failed while serving this request; retry it")]
     UpstreamFailed(String),
+    /// The answer did not begin within the request's deadline (`upstream::pace`): load, not a fault.
+    #[error("the answer did not begin within {0} ms; retry with a smaller max_tokens, or stream it")]
+    UpstreamTimeout(u128),
     #[error("the cost ledger is unavailable, so no request can be served")]
     LedgerUnavailable,
     #[error("the request body is larger than {0} bytes")]
@@ -49,6 +52,8 @@ pub enum ApiError {
         if *.by_tenant { " for your organization (all its keys together)" } else { "" },
         if *.by_tokens { "tokens" } else { "requests" })]
     RateLimited { retry_after_ms: u64, by_tokens: bool, by_tenant: bool },
+    #[error("Too many requests in flight: this organization may have {limit} at once. Retry when one has finished.")]
+    ConcurrencyLimited { limit: u32 },
     #[error("the rate limiter is unavailable, so requests are refused until it is back")]
     RateLimiterUnavailable,
     #[error("Insufficient credits: this request may cost up to {needed} USD and {available} USD is available. Add credits to continue.")]
@@ -85,7 +90,7 @@ impl ApiError {
         match self {
             Self::InvalidApiKey | Self::AdminUnauthorized(_) => StatusCode::UNAUTHORIZED,
             Self::Forbidden(_) => StatusCode::FORBIDDEN,
-            Self::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
+            Self::RateLimited { .. } | Self::ConcurrencyLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
             Self::InsufficientCredits { .. } | Self::SpendCapReached { .. } => StatusCode::PAYMENT_REQUIRED,
             Self::IdempotencyKeyReused | Self::IdempotentAnswerNotStored(_) => StatusCode::UNPROCESSABLE_ENTITY,
             Self::IdempotencyInProgress | Self::Conflict(_) => StatusCode::CONFLICT,
@@ -105,6 +110,7 @@ impl ApiError {
             | Self::RateLimiterUnavailable
             | Self::AdminDisabled => StatusCode::SERVICE_UNAVAILABLE,
             Self::UpstreamFailed(_) => StatusCode::BAD_GATEWAY,
+            Self::UpstreamTimeout(_) => StatusCode::GATEWAY_TIMEOUT,
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -122,11 +128,13 @@ impl ApiError {
             Self::NoReadyWorker(_) => "model_unavailable",
             Self::WorkersBusy(_) => "model_overloaded",
             Self::UpstreamFailed(_) => "upstream_error",
+            Self::UpstreamTimeout(_) => "upstream_timeout",
             Self::LedgerUnavailable => "ledger_unavailable",
             Self::PayloadTooLarge(_) => "payload_too_large",
             Self::BodyTimeout(_) => "request_timeout",
             Self::NoRoute | Self::NotFound(_) => "not_found",
             Self::RateLimited { .. } => "rate_limit_exceeded",
+            Self::ConcurrencyLimited { .. } => "concurrency_limit_exceeded",
             Self::RateLimiterUnavailable => "rate_limiter_unavailable",
             Self::InsufficientCredits { .. } => "insufficient_credits",
             Self::SpendCapReached { .. } => "spend_cap_reached",
@@ -158,7 +166,7 @@ impl ApiError {
         let kind = match self {
             // OpenAI's 429s name what ran out.
             Self::RateLimited { by_tokens: true, .. } => "tokens",
-            Self::RateLimited { by_tokens: false, .. } => "requests",
+            Self::RateLimited { by_tokens: false, .. } | Self::ConcurrencyLimited { .. } => "requests",
             Self::InsufficientCredits { .. } => "insufficient_credits",
             // OpenAI's name for a quota that retrying will not restore.
             Self::SpendCapReached { .. } => "insufficient_quota",
@@ -186,7 +194,8 @@ impl ApiError {
         match self {
             // The rate limiter's 429 sets its own retry-after with the bucket's real wait.
             Self::RateLimited { .. } => {}
-            Self::IdempotencyInProgress => {
+            // A request in flight ends when it ends; a second is a fair first wait.
+            Self::IdempotencyInProgress | Self::ConcurrencyLimited { .. } => {
                 headers.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
             }
             // More credit does not appear by retrying: tell the SDKs not to.

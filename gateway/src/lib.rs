@@ -19,6 +19,7 @@ pub mod auth;
 pub mod billing;
 pub mod catalog;
 pub mod changes;
+pub mod concurrency;
 pub mod config;
 pub mod console;
 pub mod db;

@@ -46,21 +46,23 @@ async fn main() -> anyhow::Result<()> {
             println!("tenant {name}: balance {}", granted.balance.0);
             Ok(())
         }
-        Command::SetTenantCaps { db: args, tenant: name, rpm_limit, tpm_limit, monthly_spend_cap } => {
+        Command::SetTenantCaps { db: args, tenant: name, rpm_limit, tpm_limit, monthly_spend_cap, max_concurrent_requests } => {
             let pool = db::connect(&args).await?;
             let tenant = db::tenants::find(&pool, &name).await?.ok_or_else(|| anyhow::anyhow!("no tenant is called {name}"))?;
             let caps = ops::tenants::CapsUpdate {
                 rpm_limit: rpm_limit.map(|c| c.0),
                 tpm_limit: tpm_limit.map(|c| c.0),
                 monthly_spend_cap: monthly_spend_cap.map(|c| c.0),
+                max_concurrent_requests,
             };
             let set = ops::tenants::set_caps(&pool, Actor::CLI, tenant, &caps).await?;
             let show = |v: Option<String>| v.unwrap_or_else(|| "none".into());
             println!(
-                "tenant {name}: rpm_limit {}, tpm_limit {}, monthly_spend_cap {}",
+                "tenant {name}: rpm_limit {}, tpm_limit {}, monthly_spend_cap {}, max_concurrent_requests {}",
                 show(set.rpm_limit.map(|n| n.to_string())),
                 show(set.tpm_limit.map(|n| n.to_string())),
-                show(set.monthly_spend_cap.map(|d| d.0))
+                show(set.monthly_spend_cap.map(|d| d.0)),
+                set.max_concurrent_requests
             );
             Ok(())
         }

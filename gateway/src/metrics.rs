@@ -50,6 +50,9 @@ pub struct Metrics {
     /// calls to admissions is the Redis round trips a request costs.
     pub rate_limit_calls: Counters<u64>,
     pub rate_limit_admissions: Counters<u64>,
+    /// Requests refused at their tenant's cap on requests in flight, by where the count was kept
+    /// (`redis`, or `local` while Redis is unavailable).
+    pub concurrency_refusals: Counters<u64>,
 }
 
 #[must_use]
@@ -75,6 +78,7 @@ pub fn global() -> &'static Metrics {
         routing: Counters::new(&["choice"]),
         rate_limit_calls: Counters::new(&["mode"]),
         rate_limit_admissions: Counters::new(&["source"]),
+        concurrency_refusals: Counters::new(&["source"]),
     })
 }
 
@@ -203,6 +207,11 @@ pub fn exposition(workers: &[WorkerStatus]) -> String {
         &mut out,
         "runaii_gateway_rate_limit_admissions_total",
         "Requests admitted by the rate limiter, by source (redis: a call; slice: from requests this replica took ahead of need; memory: this replica's share while Redis could not be reached).",
+    );
+    m.concurrency_refusals.write(
+        &mut out,
+        "runaii_gateway_concurrency_refusals_total",
+        "Requests refused at their tenant's cap on requests in flight, by where the count was kept (redis; local: Redis unavailable).",
     );
 
     let mut ready = std::collections::BTreeMap::<String, (u64, u64, u64)>::new();

@@ -43,6 +43,8 @@ pub struct Shared {
     pub limiter: Arc<Limiter>,
     /// Tenants' month spend, read for their monthly caps.
     pub spend_caps: crate::ratelimit::spend_cap::SpendCaps,
+    /// Each tenant's requests in flight, against its cap (`concurrency`).
+    pub concurrency: Arc<crate::concurrency::Concurrency>,
     /// `None` when no admin JWT key is configured: the admin API then answers 503.
     pub admin: Option<Arc<Verifier>>,
     pub http: reqwest::Client,
@@ -71,17 +73,21 @@ impl AppState {
             .pool_idle_timeout(Duration::from_secs(30))
             .redirect(reqwest::redirect::Policy::none())
             .build()?;
-        // One link per use of Redis: a failure the registry meets never switches the limiter off.
+        // One link per use of Redis: a failure the registry meets never switches the limiter or the
+        // concurrency caps off.
         let registry_redis = Arc::new(RedisLink::new(settings.redis_url.expose()).await?);
         let limiter_redis = RedisLink::new(settings.redis_url.expose()).await?;
+        let concurrency_redis = Arc::new(RedisLink::new(settings.redis_url.expose()).await?);
         let secrets = settings.workers.secrets()?;
         let replica_id = uuid::Uuid::now_v7();
+        let tasks = tokio_util::task::TaskTracker::new();
         Ok(Self(Arc::new(Shared {
             keys: Arc::new(KeyCache::new(Duration::from_millis(settings.key_cache_ms))),
             catalog: Arc::default(),
             ledger: crate::billing::writer::LedgerWriter::start(db.clone(), Duration::from_micros(settings.ledger_linger_us)),
             leases: Arc::new(crate::billing::leases::Leases::new(db.clone(), replica_id)),
             registry: Arc::new(Registry::new(registry_redis, db.clone(), http.clone(), secrets.clone())),
+            concurrency: crate::concurrency::Concurrency::new(concurrency_redis, tasks.clone()),
             limiter: Arc::new(Limiter::new(limiter_redis, settings.limits.on_redis_failure)),
             spend_caps: crate::ratelimit::spend_cap::SpendCaps::new(db.clone()),
             admin,
@@ -90,7 +96,7 @@ impl AppState {
             http,
             settings: Arc::new(settings),
             replica_id,
-            tasks: tokio_util::task::TaskTracker::new(),
+            tasks,
         })))
     }
 }

@@ -387,6 +387,15 @@ async fn admin_routes(app: &TestApp, spec: &Spec) {
         .expect(app, spec, 409)
         .await;
     Call::new(M::POST, "/admin/v1/tenants", "/admin/v1/tenants", bearer(&all)).body(json!({"title": "x"})).expect(app, spec, 400).await;
+    let tenant_path = format!("/admin/v1/tenants/{new_tenant}");
+    Call::new(M::PATCH, "/admin/v1/tenants/{id}", tenant_path.clone(), bearer(&all))
+        .body(json!({"max_concurrent_requests": 8}))
+        .expect(app, spec, 200)
+        .await;
+    Call::new(M::PATCH, "/admin/v1/tenants/{id}", tenant_path, bearer(&all))
+        .body(json!({"max_concurrent_requests": 0}))
+        .expect(app, spec, 400)
+        .await;
     let credits = "/admin/v1/tenants/{id}/credits";
     Call::new(M::POST, credits, format!("/admin/v1/tenants/{new_tenant}/credits"), bearer(&all))
         .body(json!({"amount": "2.50", "note": "openapi"}))

@@ -23,6 +23,12 @@ pub fn schema() -> Value {
     })
 }
 
+/// An array of more integers than `max_tokens` holds: the answer runs to the limit.
+#[must_use]
+pub fn long_schema(max_tokens: u32) -> Value {
+    json!({"type": "array", "items": {"type": "integer"}, "minItems": max_tokens})
+}
+
 const CITIES: [&str; 8] = ["Paris", "Lyon", "Osaka", "Lima", "Oslo", "Quito", "Perth", "Porto"];
 
 /// The body of request number `n` of kind `kind`.
@@ -41,6 +47,11 @@ pub fn build(spec: &BodySpec, kind: Kind, n: u64) -> Value {
                 {"role": "user", "content": format!("Tell me about {city}.")}
             ],
             "response_format": {"type": "json_schema", "json_schema": {"name": "city", "strict": true, "schema": schema()}},
+        }),
+        Kind::Long => json!({
+            "model": spec.model,
+            "messages": [{"role": "user", "content": format!("List the years {city} was in the news.")}],
+            "response_format": {"type": "json_schema", "json_schema": {"name": "years", "schema": long_schema(spec.max_tokens)}},
         }),
     };
     body["max_tokens"] = json!(spec.max_tokens);
@@ -64,5 +75,8 @@ mod tests {
         let structured = build(&spec, Kind::JsonSchema, 0);
         assert_eq!(structured["response_format"]["json_schema"]["schema"]["type"], "object");
         assert!(structured.get("stream").is_none());
+        let long = build(&spec, Kind::Long, 1);
+        assert_eq!(long["response_format"]["json_schema"]["schema"]["minItems"], 16);
+        assert!(long.get("stream").is_none());
     }
 }

@@ -18,10 +18,13 @@ pub enum Kind {
     Stream,
     /// A streamed chat completion the client drops after the first content chunk.
     Abandon,
+    /// A non-streamed constrained answer that takes all of `max_tokens` (a JSON array with more items
+    /// than fit): the long requests of a flooding tenant.
+    Long,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 4] = [Kind::Plain, Kind::JsonSchema, Kind::Stream, Kind::Abandon];
+    pub const ALL: [Kind; 5] = [Kind::Plain, Kind::JsonSchema, Kind::Stream, Kind::Abandon, Kind::Long];
 
     #[must_use]
     pub fn name(self) -> &'static str {
@@ -30,6 +33,7 @@ impl Kind {
             Kind::JsonSchema => "json_schema",
             Kind::Stream => "stream",
             Kind::Abandon => "abandon",
+            Kind::Long => "long",
         }
     }
 
@@ -49,7 +53,7 @@ impl fmt::Display for Kind {
 pub enum MixError {
     #[error("`{0}` is not `kind=weight`")]
     NotAPair(String),
-    #[error("unknown kind `{0}` (kinds: plain, json_schema, stream, abandon)")]
+    #[error("unknown kind `{0}` (kinds: plain, json_schema, stream, abandon, long)")]
     UnknownKind(String),
     #[error("weight `{0}` is not a whole number")]
     BadWeight(String),

@@ -19,7 +19,7 @@ const MAX_LEN: usize = 64;
 
 /// One tenant's cache scope, as the worker compares it. The default (no header) is a scope of its own:
 /// direct callers of a worker share a cache only with each other.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct CacheScope(Option<Box<str>>);
 
 impl CacheScope {

@@ -1,8 +1,8 @@
 //! Admins: tenants and their caps, API keys (the secret is shown once), credit grants, access to private
 //! models. Tenants can also be read by finance. A token confined to a tenant reads only that one and
 //! manages only its keys, within the tenant's caps: minting credit, setting caps and granting models are
-//! for unconfined admins (a tenant's own token must not be able to give it money, lift its own caps, or
-//! get another tenant's private model).
+//! for unconfined admins (a tenant's own token must not be able to give it money, lift its own caps, take
+//! a larger share of the fleet, or get another tenant's private model).
 
 use axum::extract::rejection::{JsonRejection, QueryRejection};
 use axum::extract::{Json, Query, State};
@@ -129,7 +129,7 @@ pub(super) async fn create(
     tag = "admin",
     operation_id = "adminSetTenantCaps",
     summary = "Set a tenant's caps",
-    description = "Role: admin, with a token not confined to a tenant. Requests and tokens per minute across all the tenant's keys and gateway replicas, and a monthly spend cap in USD; `null` removes a cap, an absent field is left alone. Keys keep their own limits but never get more than the tenant.",
+    description = "Role: admin, with a token not confined to a tenant. Requests and tokens per minute across all the tenant's keys and gateway replicas, requests in flight at once, and a monthly spend cap in USD; `null` removes a cap, an absent field is left alone. Keys keep their own limits but never get more than the tenant.",
     params(("id" = Uuid, Path, description = "The tenant's id")),
     request_body(content = CapsUpdate, content_type = "application/json"),
     security(("admin_jwt" = [])),

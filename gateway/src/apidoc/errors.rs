@@ -57,6 +57,9 @@ error_responses! {
     /// is at capacity), `ledger_unavailable` (the cost ledger cannot be written) or
     /// `rate_limiter_unavailable` (Redis is down and the gateway fails closed).
     Unavailable(ErrorBody) [("retry-after" = String, description = "Seconds to wait: `1`")];
+    /// `upstream_timeout`: a whole (non-streamed) answer did not begin within its deadline (the base
+    /// headers timeout plus `max_tokens` at the model's speed). Recorded `failed`; stream it instead.
+    GatewayTimeout(ErrorBody);
 
     /// `invalid_request_error`: the request is malformed or asks for what the gateway or the engine
     /// refuses (see the OpenAI routes' 400).
@@ -86,6 +89,8 @@ error_responses! {
     /// `overloaded_error`: no ready worker, every worker at capacity, the cost ledger unavailable, or the
     /// rate limiter unavailable.
     MessagesUnavailable(AnthropicError) [("retry-after" = String, description = "Seconds to wait: `1`")];
+    /// `timeout_error`: a whole (non-streamed) answer did not begin within its deadline.
+    MessagesGatewayTimeout(AnthropicError);
 
     /// `not_found`: the key's tenant has no stored response with this id (another tenant's, a deleted or
     /// an expired one, or one sent with `store: false`).
@@ -125,14 +130,14 @@ error_sets! {
     InferenceErrors {
         400 => BadRequest, 401 => Unauthorized, 402 => PaymentRequired, 404 => NotFound,
         409 => IdempotencyInProgress, 413 => PayloadTooLarge, 422 => IdempotencyKeyReused,
-        429 => RateLimited, 502 => BadGateway, 503 => Unavailable,
+        429 => RateLimited, 502 => BadGateway, 503 => Unavailable, 504 => GatewayTimeout,
     }
     /// What `/v1/messages` answers besides its answer, in Anthropic's shape.
     MessagesErrors {
         400 => MessagesBadRequest, 401 => MessagesUnauthorized, 402 => MessagesPaymentRequired,
         404 => MessagesNotFound, 409 => MessagesIdempotencyInProgress, 413 => MessagesPayloadTooLarge,
         422 => MessagesIdempotencyKeyReused, 429 => MessagesRateLimited, 502 => MessagesBadGateway,
-        503 => MessagesUnavailable,
+        503 => MessagesUnavailable, 504 => MessagesGatewayTimeout,
     }
     /// The stored responses' routes.
     StoredResponseErrors { 400 => InvalidRequest, 401 => Unauthorized, 404 => ResponseNotFound, 503 => Unavailable }

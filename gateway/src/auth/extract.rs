@@ -33,6 +33,8 @@ pub struct Caller {
     pub tenant_limits: Option<Limits>,
     /// The USD the tenant's cost records may reach this month, when it has a cap.
     pub monthly_spend_cap: Option<rust_decimal::Decimal>,
+    /// The tenant's cap on requests in flight (`concurrency`).
+    pub max_concurrent: u32,
 }
 
 impl Caller {
@@ -75,7 +77,8 @@ where
         };
         let tenant_limits = (tenant_rpm.is_some() || tenant_tpm.is_some())
             .then(|| Limits { requests_per_minute: tenant_rpm.unwrap_or(u32::MAX), tokens_per_minute: tenant_tpm.unwrap_or(u32::MAX) });
-        Ok(Self { tenant_id: row.tenant_id, key_id: row.id, limits, tenant_limits, monthly_spend_cap: row.monthly_spend_cap })
+        let max_concurrent = u32::try_from(row.tenant_max_concurrent).unwrap_or(1).max(1);
+        Ok(Self { tenant_id: row.tenant_id, key_id: row.id, limits, tenant_limits, monthly_spend_cap: row.monthly_spend_cap, max_concurrent })
     }
 }
 

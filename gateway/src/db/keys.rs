@@ -19,16 +19,21 @@ pub struct KeyRow {
     pub tenant_rpm_limit: Option<i32>,
     pub tenant_tpm_limit: Option<i32>,
     pub monthly_spend_cap: Option<Decimal>,
+    /// The key's tenant's cap on requests in flight.
+    pub tenant_max_concurrent: i32,
 }
 
+/// The key with what authentication needs of its tenant.
+///
 /// # Errors
 /// Database errors.
 pub async fn find(db: &PgPool, public_id: &str) -> Result<Option<KeyRow>, sqlx::Error> {
     sqlx::query_as!(
         KeyRow,
-        "SELECT k.id, k.tenant_id, k.secret_hash, k.expires_at, k.revoked_at, k.rpm_limit, k.tpm_limit,
-                t.rpm_limit AS tenant_rpm_limit, t.tpm_limit AS tenant_tpm_limit, t.monthly_spend_cap
-         FROM api_keys k JOIN tenants t ON t.id = k.tenant_id WHERE k.public_id = $1",
+        r#"SELECT k.id, k.tenant_id, k.secret_hash, k.expires_at, k.revoked_at, k.rpm_limit, k.tpm_limit,
+                  t.rpm_limit AS tenant_rpm_limit, t.tpm_limit AS tenant_tpm_limit, t.monthly_spend_cap,
+                  t.max_concurrent_requests AS "tenant_max_concurrent!"
+           FROM api_keys k JOIN tenants t ON t.id = k.tenant_id WHERE k.public_id = $1"#,
         public_id,
     )
     .fetch_optional(db)

@@ -14,6 +14,8 @@ pub struct Tenant {
     /// Held for requests in flight and leased to gateway replicas (`leased` of it).
     pub reserved: Decimal,
     pub leased: Decimal,
+    /// Requests the tenant may have in flight at once, over every replica.
+    pub max_concurrent_requests: i32,
     pub created_at: DateTime<Utc>,
     /// Tenant-wide requests and tokens per minute, across every key and replica (`None`: no cap).
     pub rpm_limit: Option<i32>,
@@ -45,7 +47,7 @@ pub async fn create(tx: &mut sqlx::PgConnection, name: &str) -> Result<Tenant, s
     sqlx::query_as!(
         Tenant,
         r#"INSERT INTO tenants (id, name) VALUES ($1, $2) RETURNING id, name, balance, reserved, 0::numeric AS "leased!", created_at,
-                     rpm_limit, tpm_limit, monthly_spend_cap"#,
+                     max_concurrent_requests, rpm_limit, tpm_limit, monthly_spend_cap"#,
         Uuid::now_v7(),
         name,
     )
@@ -57,13 +59,13 @@ pub async fn create(tx: &mut sqlx::PgConnection, name: &str) -> Result<Tenant, s
 ///
 /// # Errors
 /// Database errors.
-pub async fn list(db: &PgPool, id: Option<Uuid>) -> Result<Vec<Tenant>, sqlx::Error> {
+pub async fn list<'e>(db: impl sqlx::PgExecutor<'e>, id: Option<Uuid>) -> Result<Vec<Tenant>, sqlx::Error> {
     // `leased!`: the COALESCEd sum is never NULL, but a computed column's nullability is unknown to the macros.
     sqlx::query_as!(
         Tenant,
         r#"SELECT id, name, balance, reserved,
                   COALESCE((SELECT sum(amount) FROM credit_leases l WHERE l.tenant_id = t.id), 0) AS "leased!", created_at,
-                  rpm_limit, tpm_limit, monthly_spend_cap
+                  max_concurrent_requests, rpm_limit, tpm_limit, monthly_spend_cap
            FROM tenants t WHERE $1::uuid IS NULL OR id = $1 ORDER BY created_at"#,
         id,
     )
@@ -91,16 +93,18 @@ pub async fn set_caps(
     rpm_limit: Option<Option<i32>>,
     tpm_limit: Option<Option<i32>>,
     monthly_spend_cap: Option<Option<Decimal>>,
+    max_concurrent_requests: Option<i32>,
 ) -> Result<Option<Tenant>, sqlx::Error> {
     sqlx::query_as!(
         Tenant,
         r#"UPDATE tenants t SET rpm_limit = CASE WHEN $2 THEN $3 ELSE rpm_limit END,
                tpm_limit = CASE WHEN $4 THEN $5 ELSE tpm_limit END,
-               monthly_spend_cap = CASE WHEN $6 THEN $7 ELSE monthly_spend_cap END
+               monthly_spend_cap = CASE WHEN $6 THEN $7 ELSE monthly_spend_cap END,
+               max_concurrent_requests = COALESCE($8, max_concurrent_requests)
            WHERE id = $1
            RETURNING id, name, balance, reserved,
                      COALESCE((SELECT sum(amount) FROM credit_leases l WHERE l.tenant_id = t.id), 0) AS "leased!", created_at,
-                     rpm_limit, tpm_limit, monthly_spend_cap"#,
+                     max_concurrent_requests, rpm_limit, tpm_limit, monthly_spend_cap"#,
         id,
         rpm_limit.is_some(),
         rpm_limit.flatten(),
@@ -108,6 +112,7 @@ pub async fn set_caps(
         tpm_limit.flatten(),
         monthly_spend_cap.is_some(),
         monthly_spend_cap.flatten(),
+        max_concurrent_requests,
     )
     .fetch_optional(tx)
     .await
@@ -122,7 +127,7 @@ pub async fn lock(tx: &mut sqlx::PgConnection, id: Uuid) -> Result<Option<Tenant
         Tenant,
         r#"SELECT id, name, balance, reserved,
                   COALESCE((SELECT sum(amount) FROM credit_leases l WHERE l.tenant_id = t.id), 0) AS "leased!", created_at,
-                  rpm_limit, tpm_limit, monthly_spend_cap
+                  max_concurrent_requests, rpm_limit, tpm_limit, monthly_spend_cap
            FROM tenants t WHERE id = $1 FOR UPDATE"#,
         id,
     )

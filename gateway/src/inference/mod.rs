@@ -24,6 +24,7 @@ use tracing::Instrument as _;
 pub use prepare::{prepare, Prepared};
 
 use crate::auth::Caller;
+use crate::concurrency::{self, Slot};
 use crate::error::ApiError;
 use crate::request_id;
 use crate::state::AppState;
@@ -58,8 +59,9 @@ pub trait Dialect: Send + Sized + 'static {
 
     /// Starts a request: by default it runs to its answer ([`run`]). (A Responses request with
     /// `background: true` is answered `queued` at once and runs on.)
-    fn start(state: &AppState, caller: Caller, request: Value) -> impl Future<Output = Response> + Send {
-        async move { run::<Self>(state, caller, request).await }
+    /// `slot` is the request's place among its tenant's requests in flight, held until its work is done.
+    fn start(state: &AppState, caller: Caller, slot: Slot, request: Value) -> impl Future<Output = Response> + Send {
+        async move { run::<Self>(state, caller, slot, request).await }
     }
 }
 
@@ -71,16 +73,20 @@ pub trait Dialect: Send + Sized + 'static {
 /// request there: no record, and a hold left until it expired (seen when a loaded machine delayed the
 /// handler right after the hold). In a task, the request runs to its record whatever the client does,
 /// and graceful shutdown waits for it.
-pub async fn run<D: Dialect>(state: &AppState, caller: Caller, request: Value) -> Response {
-    run_as::<D>(state, caller, request, D::new_id()).await
+///
+/// The request's `slot` among its tenant's requests in flight is held by the task, then by the answer's
+/// body: it is given back when the last byte has gone out, or when the client has left and the work is
+/// done.
+pub async fn run<D: Dialect>(state: &AppState, caller: Caller, slot: Slot, request: Value) -> Response {
+    run_as::<D>(state, caller, slot, request, D::new_id()).await
 }
 
 /// [`run`], for an answer whose id was given out before it ran (a background response's).
-pub async fn run_as<D: Dialect>(state: &AppState, caller: Caller, request: Value, id: String) -> Response {
+pub async fn run_as<D: Dialect>(state: &AppState, caller: Caller, slot: Slot, request: Value, id: String) -> Response {
     let (task_state, arrived) = (state.clone(), crate::metrics::arrived());
     // Boxed: the task then moves a pointer, not the whole request's state machine (its copies were a
     // tenth of the gateway's memmove time).
-    let work = Box::pin(async move { serve::<D>(&task_state, caller, request, id).await });
+    let work = Box::pin(async move { concurrency::hold(serve::<D>(&task_state, caller, request, id).await, slot) });
     let task = state.tasks.spawn(crate::metrics::arrived_at(arrived, work).in_current_span());
     task.await.unwrap_or_else(|e| D::error(ApiError::Internal(format!("request task failed: {e}"))))
 }

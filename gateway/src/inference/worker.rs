@@ -3,15 +3,16 @@
 
 use std::time::Instant;
 
+use runaii_wire::priority::Priority;
 use runaii_wire::ErrorBody;
 use rust_decimal::Decimal;
 use serde_json::Value;
 
 use super::Prepared;
-use crate::billing::{Ledger, Outcome, Tokens};
+use crate::billing::{worst_case_tokens, Ledger, Outcome, Tokens};
 use crate::error::ApiError;
 use crate::state::AppState;
-use crate::upstream::{self, Upstream};
+use crate::upstream::{self, Ask, Upstream};
 
 /// Sends the request; a refusal is recorded at zero cost and returned as the gateway's error.
 ///
@@ -19,7 +20,7 @@ use crate::upstream::{self, Upstream};
 /// The worker's refusal or failure, or no ready worker.
 pub async fn open(state: &AppState, prepared: Prepared) -> Result<(Ledger, Upstream), ApiError> {
     let Prepared { ledger, body, .. } = prepared;
-    match send(state, &ledger, &body).await {
+    match send(state, &ledger, &body, true).await {
         Ok(upstream) => Ok((ledger, upstream)),
         Err(error) => Err(reject(&ledger, error).await),
     }
@@ -39,7 +40,7 @@ pub async fn open(state: &AppState, prepared: Prepared) -> Result<(Ledger, Upstr
 pub async fn finish_whole(state: &AppState, prepared: Prepared) -> Result<(Ledger, Value, Decimal), ApiError> {
     let Prepared { ledger, body, .. } = prepared;
     let (sent, early) = (Instant::now(), ledger.writer.sent(&ledger.model.id));
-    let upstream = send(state, &ledger, &body).await;
+    let upstream = send(state, &ledger, &body, false).await;
     // A request expected from its send stays expected under the same guard: a group begun since waits for
     // the records expected before it began, this one among them.
     let expected = upstream.is_ok().then(|| early.unwrap_or_else(|| ledger.writer.expect()));
@@ -62,14 +63,23 @@ pub async fn finish_whole(state: &AppState, prepared: Prepared) -> Result<(Ledge
     tokens.write_usage(&mut answer["usage"]);
     let metrics = crate::metrics::global();
     metrics.worker_timings(&ledger.model.id, &answer["timings"]);
+    state.registry.pace().observe(&ledger.model.id, &answer["timings"]);
     metrics.overhead(ledger.endpoint, ledger.started.elapsed(), upstream_time);
     Ok((ledger, answer, cost))
 }
 
 /// Sends the request to a worker: its answer when it accepted the request; its refusal or failure (or
 /// no ready worker) as the gateway's error, not yet recorded.
-async fn send(state: &AppState, ledger: &Ledger, body: &Value) -> Result<Upstream, ApiError> {
-    match upstream::send(state, ledger.caller.tenant_id, &ledger.model.id, body, &ledger.request_id).await {
+async fn send(state: &AppState, ledger: &Ledger, body: &Value, stream: bool) -> Result<Upstream, ApiError> {
+    let ask = Ask {
+        tenant: ledger.caller.tenant_id,
+        model: &ledger.model.id,
+        request_id: &ledger.request_id,
+        max_tokens: worst_case_tokens(&ledger.model, body).1,
+        stream,
+        priority: Priority::Online,
+    };
+    match upstream::send(state, &ask, body).await {
         Ok(upstream) if upstream.response.status().is_success() => Ok(upstream),
         Ok(upstream) => Err(worker_error(upstream).await),
         Err(e) => Err(e),
@@ -101,12 +111,14 @@ async fn worker_error(upstream: Upstream) -> ApiError {
     }
 }
 
-/// Records a request that ended before any token (cost 0) and hands the error back: `failed` when the
-/// worker broke, `rejected` when the request was refused.
+/// Records a request that ended before its answer began (cost 0) and hands the error back: `failed` when
+/// the worker broke or the deadline passed, `rejected` when the request was refused.
 async fn reject(ledger: &Ledger, error: ApiError) -> ApiError {
     let (http_status, error_code) = (error.status().as_u16(), error.code());
     let outcome = match error {
-        ApiError::UpstreamFailed(_) => Outcome::Failed { tokens: Tokens::default(), http_status, error_code },
+        ApiError::UpstreamFailed(_) | ApiError::UpstreamTimeout(_) => {
+            Outcome::Failed { tokens: Tokens::default(), http_status, error_code }
+        }
         _ => Outcome::Rejected { http_status, error_code },
     };
     match ledger.record(outcome).await {

@@ -1,6 +1,6 @@
 //! Tenants: creating one (admin API), or finding one by name and creating it when missing (command line),
-//! and setting its caps (requests and tokens per minute across all its keys, and a monthly spend cap).
-//! Only unconfined staff call [`set_caps`]: a tenant's own token must not lift its caps.
+//! and setting its caps (requests and tokens per minute across all its keys, requests in flight, and a
+//! monthly spend cap). Only unconfined staff call [`set_caps`]: a tenant's own token must not lift its caps.
 
 use chrono::{DateTime, Utc};
 use rust_decimal::Decimal;
@@ -28,6 +28,9 @@ pub struct Tenant {
     pub leased: DecimalString,
     /// `balance - reserved`: what new requests may use.
     pub available: DecimalString,
+    /// Requests the tenant may have in flight at once, over every gateway replica; past it a request is
+    /// a 429 `concurrency_limit_exceeded` with `retry-after`.
+    pub max_concurrent_requests: i32,
     #[schema(inline)]
     pub currency: Usd,
     pub created_at: DateTime<Utc>,
@@ -56,6 +59,9 @@ pub struct CapsUpdate {
     #[serde(default, deserialize_with = "present")]
     #[schema(value_type = Option<String>, pattern = r"^[0-9]+(\.[0-9]+)?$", example = "500.00")]
     pub monthly_spend_cap: Option<Option<Decimal>>,
+    /// Requests the tenant may have in flight at once, over every replica: 1 to 100,000.
+    #[schema(minimum = 1, maximum = 100_000)]
+    pub max_concurrent_requests: Option<u32>,
 }
 
 impl From<&rows::Tenant> for Tenant {
@@ -68,6 +74,7 @@ impl From<&rows::Tenant> for Tenant {
             reserved: t.held().into(),
             leased: t.leased.into(),
             available: (t.balance - t.held()).into(),
+            max_concurrent_requests: t.max_concurrent_requests,
             currency: Usd::Usd,
             created_at: t.created_at,
             rpm_limit: t.rpm_limit,
@@ -108,14 +115,25 @@ pub async fn ensure(db: &sqlx::PgPool, actor: Actor<'_>, name: &str) -> Result<U
     }
 }
 
+/// The most a tenant's cap on requests in flight may be: far above what any fleet serves at once.
+pub const MAX_CONCURRENT_CAP: i32 = 100_000;
+
 /// Sets a tenant's caps, audited, and tells every replica that its keys' limits changed. Keys whose own
 /// limits are above a lowered cap keep them, but are held to the cap (a key never gets more than its
 /// tenant).
 ///
 /// # Errors
 /// [`OpError::NotFound`] for an unknown tenant, [`OpError::Invalid`] for a spend cap that is negative,
-/// too large or too precise, [`OpError::Conflict`] for a per-minute cap that is not positive.
+/// too large or too precise, or a cap in flight of 0 or above [`MAX_CONCURRENT_CAP`], [`OpError::Conflict`] for a per-minute cap that is not positive.
 pub async fn set_caps(db: &sqlx::PgPool, actor: Actor<'_>, tenant: Uuid, caps: &CapsUpdate) -> Result<Tenant, OpError> {
+    let max_concurrent = caps
+        .max_concurrent_requests
+        .map(|cap| {
+            i32::try_from(cap).ok().filter(|c| (1..=MAX_CONCURRENT_CAP).contains(c)).ok_or_else(|| {
+                OpError::invalid(format!("max_concurrent_requests must be 1 to {MAX_CONCURRENT_CAP}"), "max_concurrent_requests")
+            })
+        })
+        .transpose()?;
     if let Some(Some(cap)) = caps.monthly_spend_cap {
         if cap.is_sign_negative() || cap >= Decimal::from(1_000_000_000_000_i64) || cap.scale() > 16 {
             return Err(OpError::invalid(
@@ -126,7 +144,7 @@ pub async fn set_caps(db: &sqlx::PgPool, actor: Actor<'_>, tenant: Uuid, caps: &
     }
     let mut tx = db.begin().await?;
     let before = rows::lock(&mut tx, tenant).await?.ok_or_else(|| OpError::NotFound(format!("tenant {tenant}")))?;
-    let after = rows::set_caps(&mut tx, tenant, caps.rpm_limit, caps.tpm_limit, caps.monthly_spend_cap)
+    let after = rows::set_caps(&mut tx, tenant, caps.rpm_limit, caps.tpm_limit, caps.monthly_spend_cap, max_concurrent)
         .await?
         .ok_or_else(|| OpError::NotFound(format!("tenant {tenant}")))?;
     let (before, after) = (Tenant::from(&before), Tenant::from(&after));

@@ -1,6 +1,6 @@
-//! What every inference route does around its dialect: the credential, the rate limit, the body, the
-//! idempotency key, and the `x-ratelimit-*` headers on whatever the answer is. Every error here is
-//! written in the route's dialect.
+//! What every inference route does around its dialect: the credential, the rate limit, the tenant's cap
+//! on requests in flight, the body, the idempotency key, and the `x-ratelimit-*` headers on whatever the
+//! answer is. Every error here is written in the route's dialect.
 
 use std::marker::PhantomData;
 
@@ -13,6 +13,7 @@ use axum::response::Response;
 use serde_json::Value;
 
 use crate::auth::Caller;
+use crate::concurrency::Slot;
 use crate::error::ApiError;
 use crate::idempotency::{self, Begin};
 use crate::inference::Dialect;
@@ -46,13 +47,22 @@ pub(super) async fn serve<D: Dialect>(
         Admission::Limited { retry_after_ms, by_tokens, by_tenant, .. } => {
             D::error(ApiError::RateLimited { retry_after_ms, by_tokens, by_tenant })
         }
-        Admission::Allowed(_) | Admission::Unchecked(_) => admitted::<D>(state, caller, headers, body).await,
+        Admission::Allowed(_) | Admission::Unchecked(_) => match state.concurrency.acquire(caller.tenant_id, caller.max_concurrent).await {
+            Ok(slot) => admitted::<D>(state, caller, slot, headers, body).await,
+            Err(e) => D::error(e),
+        },
     };
     ratelimit::apply(response.headers_mut(), &admission);
     response
 }
 
-async fn admitted<D: Dialect>(state: AppState, caller: Caller, headers: &HeaderMap, body: Result<Bytes, BytesRejection>) -> Response {
+async fn admitted<D: Dialect>(
+    state: AppState,
+    caller: Caller,
+    slot: Slot,
+    headers: &HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
     let parsed = raw_body(&state, body).and_then(|raw| Ok((json(&raw)?, raw)));
     let (value, raw) = match parsed {
         Ok(parsed) => parsed,
@@ -61,10 +71,10 @@ async fn admitted<D: Dialect>(state: AppState, caller: Caller, headers: &HeaderM
     match idempotency::begin(&state, caller.tenant_id, headers, D::ENDPOINT, &raw).await {
         Err(e) => D::error(e),
         Ok(Begin::Replay(stored)) => stored,
-        Ok(Begin::Run(None)) => D::start(&state, caller, value).await,
+        Ok(Begin::Run(None)) => D::start(&state, caller, slot, value).await,
         Ok(Begin::Run(Some(claim))) => {
             let run_state = state.clone();
-            idempotency::run_claimed(state, claim, D::error, async move { D::start(&run_state, caller, value).await }).await
+            idempotency::run_claimed(state, claim, D::error, async move { D::start(&run_state, caller, slot, value).await }).await
         }
     }
 }

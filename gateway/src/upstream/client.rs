@@ -8,14 +8,20 @@
 //! prompt prefix only for the tenant that left it.
 //!
 //! What a worker answers about the request itself (a 4xx, a 5xx such as a failed validation) is that
-//! request's outcome: it never takes the worker out of rotation for everyone else. Only transport
-//! failures and timeouts do. Worker addresses and their error text stay in the logs, under the request
-//! id; the customer's error names neither.
+//! request's outcome: it never takes the worker out of rotation for everyone else. Nor does a request
+//! that outlives its deadline: a long answer or a deep queue is load, not a fault, and it is that
+//! request's 504. Only faults of the worker's own do (a refused connection, a reset, an answer that is
+//! not HTTP). Worker addresses and their error text stay in the logs, under the request id; the
+//! customer's error names neither.
+//!
+//! The deadline follows the work (`pace.rs`): a whole answer's headers come with its end, so its wait is
+//! the base headers timeout plus `max_tokens` at the model's speed; a stream's is the base alone.
 
 use std::time::{Duration, Instant};
 
 use reqwest::header::{HeaderMap, HeaderValue, AUTHORIZATION};
 use runaii_wire::cache_scope::{self, CacheScope};
+use runaii_wire::priority::{self, Priority};
 use serde_json::Value;
 use tracing::field::Empty;
 use tracing::Instrument as _;
@@ -48,6 +54,18 @@ pub struct Limits {
     pub client_write: Duration,
 }
 
+/// What the gateway asks of a worker, besides the body.
+#[derive(Debug, Clone, Copy)]
+pub struct Ask<'a> {
+    pub tenant: Uuid,
+    pub model: &'a str,
+    pub request_id: &'a str,
+    /// The most tokens the answer may have: with the model's speed, how long a whole answer may take.
+    pub max_tokens: u32,
+    pub stream: bool,
+    pub priority: Priority,
+}
+
 /// Tries at most this many workers for one request.
 const ATTEMPTS: usize = 2;
 
@@ -56,20 +74,24 @@ enum Attempt {
     Answered(reqwest::Response),
     /// The request never reached the worker: safe to send elsewhere.
     NotDelivered(String),
-    /// The worker had the request and then broke or went silent: not retried.
+    /// The worker had the request and then broke: not retried, and the worker is set aside.
     Broken(String),
+    /// The answer did not begin within the request's deadline: not retried, and not the worker's fault.
+    TimedOut(Duration),
 }
 
 /// # Errors
 /// [`ApiError::NoReadyWorker`] when none is ready, [`ApiError::WorkersBusy`] when every one tried was
-/// full, [`ApiError::UpstreamFailed`] when the worker failed (the detail is logged, not sent).
-pub async fn send(state: &AppState, tenant: Uuid, model: &str, body: &Value, request_id: &str) -> Result<Upstream, ApiError> {
+/// full, [`ApiError::UpstreamFailed`] when the worker failed (the detail is logged, not sent),
+/// [`ApiError::UpstreamTimeout`] when the answer did not begin within the request's deadline.
+pub async fn send(state: &AppState, ask: &Ask<'_>, body: &Value) -> Result<Upstream, ApiError> {
+    let Ask { tenant, model, request_id, .. } = *ask;
     let (workers, choice) = Affinity::of(tenant, body).order(state.registry.ready(model).await);
     crate::metrics::global().routing.add(&[choice.label()], 1);
     if workers.is_empty() {
         return Err(ApiError::NoReadyWorker(model.to_owned()));
     }
-    let timeout = Duration::from_millis(state.settings.workers.worker_headers_timeout_ms);
+    let timeout = deadline(state, ask);
     let limits = Limits {
         worker_idle: Duration::from_millis(state.settings.workers.worker_idle_timeout_ms),
         client_write: Duration::from_millis(state.settings.client_write_timeout_ms),
@@ -80,7 +102,7 @@ pub async fn send(state: &AppState, tenant: Uuid, model: &str, body: &Value, req
     for worker in workers.iter().take(ATTEMPTS) {
         let started = Instant::now();
         let in_flight = state.registry.start_request(&worker.url);
-        match attempt(state, &worker.url, body, request_id, &scope, timeout).await {
+        match attempt(state, &worker.url, body, ask, &scope, timeout).await {
             Attempt::Answered(response) if response.status() == reqwest::StatusCode::SERVICE_UNAVAILABLE => {
                 // A full queue is load, not failure, and nothing ran: try the next worker.
                 tracing::info!(%request_id, worker = %worker.url, "worker at capacity; trying another");
@@ -97,6 +119,10 @@ pub async fn send(state: &AppState, tenant: Uuid, model: &str, body: &Value, req
                 state.registry.set_aside(&worker.url);
                 return Err(ApiError::UpstreamFailed(detail));
             }
+            Attempt::TimedOut(after) => {
+                tracing::warn!(%request_id, worker = %worker.url, after_ms = after.as_millis(), "no answer within the request's deadline");
+                return Err(ApiError::UpstreamTimeout(after.as_millis()));
+            }
         }
     }
     // Workers whose queues are full are load, not failure: a 503 the SDKs retry after a pause.
@@ -106,7 +132,18 @@ pub async fn send(state: &AppState, tenant: Uuid, model: &str, body: &Value, req
     Err(ApiError::UpstreamFailed(last_failure))
 }
 
-async fn attempt(state: &AppState, url: &str, body: &Value, request_id: &str, scope: &CacheScope, timeout: Duration) -> Attempt {
+/// How long the worker may take to begin its answer: the base headers timeout, and for a whole answer
+/// the generation of `max_tokens` at the model's speed besides.
+fn deadline(state: &AppState, ask: &Ask<'_>) -> Duration {
+    let workers = &state.settings.workers;
+    let base = Duration::from_millis(workers.worker_headers_timeout_ms);
+    if ask.stream {
+        return base;
+    }
+    state.registry.pace().whole_answer_within(ask.model, base, ask.max_tokens, workers.worker_min_tokens_per_second)
+}
+
+async fn attempt(state: &AppState, url: &str, body: &Value, ask: &Ask<'_>, scope: &CacheScope, timeout: Duration) -> Attempt {
     // The worker's span continues this one: the trace goes on in its `traceparent` header.
     let span = tracing::info_span!(
         "worker request",
@@ -121,19 +158,24 @@ async fn attempt(state: &AppState, url: &str, body: &Value, request_id: &str, sc
     if let Some(value) = scope.header_value().and_then(|v| HeaderValue::from_str(v).ok()) {
         headers.insert(cache_scope::HEADER, value);
     }
+    // The class the worker admits it in: online requests before batch ones.
+    if let Some(value) = ask.priority.header_value() {
+        headers.insert(priority::HEADER, HeaderValue::from_static(value));
+    }
     let request = state
         .http
         .post(format!("{url}/v1/chat/completions"))
         .headers(headers)
         .header(AUTHORIZATION, state.registry.bearer_header())
-        .header("x-request-id", request_id)
+        .header("x-request-id", ask.request_id)
         .json(body)
         .send()
         .instrument(span.clone());
-    // Until the response headers: a worker that accepted the request and then hangs is cut here. (A
-    // non-streamed answer's headers come with its end, so this bounds its whole generation.)
+    // Until the response headers. (A non-streamed answer's headers come with its end, so this bounds its
+    // whole generation.) Past it the request ends; the worker frees its sequence when the connection
+    // closes.
     match tokio::time::timeout(timeout, request).await {
-        Err(_) => Attempt::Broken(format!("no answer within {} ms", timeout.as_millis())),
+        Err(_) => Attempt::TimedOut(timeout),
         Ok(Err(e)) if e.is_connect() => Attempt::NotDelivered(format!("connect: {e}")),
         Ok(Err(e)) => Attempt::Broken(format!("transport: {e}")),
         Ok(Ok(response)) => {

@@ -10,9 +10,10 @@
 //! Each status is adjusted by what this replica knows better (`load.rs`): its own requests in flight
 //! there, and those that ended since the status was taken.
 //!
-//! A worker that fails at the transport level (refused connection, timeout) is set aside for a few
-//! seconds. Answers about a request (4xx, a failed validation) never take a worker out of rotation.
-//! Nothing here is state another replica needs.
+//! A worker that fails at the transport level (refused connection, a reset, a malformed answer) is set
+//! aside for a few seconds. Answers about a request (4xx, a failed validation) and a request that outlived
+//! its deadline never take a worker out of rotation: a worker that hangs is found by its probes and its
+//! announcements instead. Nothing here is state another replica needs.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, RwLock};
@@ -53,6 +54,8 @@ pub struct Registry {
     /// This replica's own requests, by worker.
     load: LocalLoad,
     set_aside: Mutex<HashMap<String, Instant>>,
+    /// How fast each model's answers come, for the deadline of a whole answer.
+    pace: super::pace::Pace,
     /// Fields already warned about, so a bad entry is logged once, not at every refresh.
     warned: Mutex<HashSet<String>>,
 }
@@ -77,6 +80,7 @@ impl Registry {
             view: RwLock::default(),
             load: LocalLoad::default(),
             set_aside: Mutex::default(),
+            pace: super::pace::Pace::default(),
             warned: Mutex::default(),
         }
     }
@@ -112,6 +116,12 @@ impl Registry {
             .collect()
     }
 
+    /// The models' measured speeds.
+    #[must_use]
+    pub fn pace(&self) -> &super::pace::Pace {
+        &self.pace
+    }
+
     /// Counts a request to `url` in that worker's load until the guard drops.
     #[must_use]
     pub fn start_request(&self, url: &str) -> InFlight {
@@ -129,8 +139,8 @@ impl Registry {
         set_aside.keys().cloned().collect()
     }
 
-    /// Leaves a worker out of routing for a few seconds: it failed at the transport level (refused,
-    /// reset, timed out). Not for answers about a request.
+    /// Leaves a worker out of routing for a few seconds: it failed at the transport level (refused, reset,
+    /// an answer that is not HTTP). Not for answers about a request, nor for a request past its deadline.
     pub fn set_aside(&self, url: &str) {
         self.set_aside.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(url.to_owned(), Instant::now());
     }

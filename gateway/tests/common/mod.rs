@@ -85,6 +85,7 @@ pub fn test_settings(database_url: String) -> Settings {
             worker_secret: Some(runaii_testkit::WORKER_SECRET.into()),
             registry_refresh_ms: 200,
             worker_headers_timeout_ms: 300_000,
+            worker_min_tokens_per_second: 5,
             worker_idle_timeout_ms: 60_000,
         },
         responses: ResponseStoreArgs::default(),

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use runaii_wire::cache_scope::CacheScope;
+use runaii_wire::priority::Priority;
 use runaii_wire::{ChatCompletionRequest, ResponseFormat};
 use tokio::sync::mpsc;
 
@@ -41,12 +42,12 @@ impl Prepared {
         self.constraint.as_ref().and_then(|c| c.validator())
     }
 
-    /// Hands the job to the engine's bounded queue; its prompt may reuse cached prefixes of `cache_scope`
-    /// only.
+    /// Hands the job to the engine's bounded queue, in its tenant's lane (`cache_scope`, whose cached
+    /// prefixes alone its prompt may reuse) of its `priority` class.
     ///
     /// # Errors
     /// [`ApiError::Overloaded`] when the queue is full.
-    pub fn submit(self, loaded: &Loaded, cache_scope: CacheScope) -> Result<mpsc::UnboundedReceiver<Event>, ApiError> {
+    pub fn submit(self, loaded: &Loaded, cache_scope: CacheScope, priority: Priority) -> Result<mpsc::UnboundedReceiver<Event>, ApiError> {
         let (events, receiver) = mpsc::unbounded_channel();
         let job = Job {
             prompt: self.prompt,
@@ -56,9 +57,9 @@ impl Prepared {
             constraint: self.constraint,
             events,
             enqueued: Instant::now(),
-            cache_scope,
+            cache_scope: cache_scope.clone(),
         };
-        loaded.jobs.try_send(job).map_err(|_| ApiError::Overloaded)?;
+        loaded.jobs.push(priority, cache_scope, job).map_err(|_| ApiError::Overloaded)?;
         Ok(receiver)
     }
 }

@@ -1,9 +1,11 @@
-//! Admission: taking jobs from the queue into free sequences, each onto the sequence whose KV cache
+//! Admission: taking jobs from the queue into free sequences, the next job by the queue's fair rule
+//! (`queue.rs`: the tenant holding the fewest sequences first), each onto the sequence whose KV cache
 //! already holds the longest prefix of its prompt (`prefix.rs`), with the rest of that cache dropped.
 
 use std::sync::Arc;
 
 use llama_cpp_2::token::LlamaToken;
+use runaii_wire::cache_scope::CacheScope;
 
 use super::prefix::{self, Placement};
 use super::scheduler::Scheduler;
@@ -14,15 +16,16 @@ impl Scheduler<'_> {
     /// Fills free sequences from the queue. Blocks while nothing is active. False once the queue closed.
     pub(super) fn admit(&mut self) -> bool {
         while self.slots.iter().any(Option::is_none) {
+            let holds = |scope: &CacheScope| self.slots.iter().flatten().filter(|a| a.job.cache_scope == *scope).count();
             let job = if self.slots.iter().all(Option::is_none) {
-                match self.jobs.blocking_recv() {
+                match self.jobs.pop_blocking(holds) {
                     Some(job) => job,
                     None => return false,
                 }
             } else {
-                match self.jobs.try_recv() {
-                    Ok(job) => job,
-                    Err(_) => break,
+                match self.jobs.try_pop(holds) {
+                    Some(job) => job,
+                    None => break,
                 }
             };
             if job.events.is_closed() {

@@ -9,9 +9,10 @@ use llama_cpp_2::llama_backend::LlamaBackend;
 use llama_cpp_2::llama_batch::LlamaBatch;
 use llama_cpp_2::model::params::LlamaModelParams;
 use llama_cpp_2::model::LlamaModel;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 
 use super::prefix::CachedPrefix;
+use super::queue::JobQueue;
 use super::scheduler::Scheduler;
 use super::threads::Governor;
 use super::{EngineStats, Job};
@@ -40,7 +41,7 @@ pub struct Loaded {
     pub model: Arc<LlamaModel>,
     pub compiler: Arc<ConstraintCompiler>,
     pub template: ChatTemplate,
-    pub jobs: mpsc::Sender<Job>,
+    pub jobs: Arc<JobQueue<Job>>,
     pub stats: Arc<EngineStats>,
     pub settings: LoadSettings,
 }
@@ -49,7 +50,14 @@ impl Loaded {
     /// Requests waiting for a slot.
     #[must_use]
     pub fn queue_depth(&self) -> usize {
-        self.jobs.max_capacity() - self.jobs.capacity()
+        self.jobs.len()
+    }
+}
+
+impl Drop for Loaded {
+    /// No more jobs can come: the engine thread ends once the queued ones are done.
+    fn drop(&mut self) {
+        self.jobs.close();
     }
 }
 
@@ -126,7 +134,7 @@ fn load_model(settings: &LoadSettings) -> anyhow::Result<Arc<LlamaModel>> {
     Ok(Arc::new(model))
 }
 
-type Started<'m> = (llama_cpp_2::context::LlamaContext<'m>, Arc<Loaded>, mpsc::Receiver<Job>);
+type Started<'m> = (llama_cpp_2::context::LlamaContext<'m>, Arc<Loaded>, Arc<JobQueue<Job>>);
 
 fn start<'m>(model: &'m Arc<LlamaModel>, settings: &LoadSettings) -> anyhow::Result<Started<'m>> {
     let template = match &settings.chat_template_file {
@@ -148,14 +156,14 @@ fn start<'m>(model: &'m Arc<LlamaModel>, settings: &LoadSettings) -> anyhow::Res
         .with_n_threads(threads)
         .with_n_threads_batch(threads);
     let ctx = model.new_context(backend()?, params)?;
-    let (jobs_tx, jobs_rx) = mpsc::channel(settings.queue_depth.max(1));
+    let jobs = Arc::new(JobQueue::new(settings.queue_depth));
     let loaded = Arc::new(Loaded {
         model: Arc::clone(model),
         compiler: Arc::new(compiler),
         template,
-        jobs: jobs_tx,
+        jobs: Arc::clone(&jobs),
         stats: Arc::new(EngineStats::default()),
         settings: settings.clone(),
     });
-    Ok((ctx, loaded, jobs_rx))
+    Ok((ctx, loaded, jobs))
 }

@@ -1,12 +1,13 @@
 //! The engine: one thread owns the llama.cpp context and decodes every admitted request together
-//! (continuous batching). The HTTP side talks to it through a bounded job queue and per-request event
-//! channels.
+//! (continuous batching). The HTTP side talks to it through a bounded job queue, fair across tenants
+//! (`queue.rs`), and per-request event channels.
 
 mod admission;
 mod closing;
 mod load;
 mod neighbours;
 mod prefix;
+mod queue;
 mod repetition;
 mod sampler;
 mod scheduler;
@@ -27,6 +28,7 @@ use tokio::sync::mpsc;
 use crate::constraint::Compiled;
 
 pub use load::{load, LoadSettings, Loaded};
+pub use queue::JobQueue;
 pub use repetition::{Dry, Penalties};
 pub use sampler::SamplingParams;
 

@@ -4,6 +4,12 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use super::prefix::CachedPrefix;
+use super::queue::JobQueue;
+use super::slot::Active;
+use super::threads::Governor;
+use super::{EngineFailure, EngineStats, Event, Job};
+use crate::constraint::ActiveConstraint;
 use llama_cpp_2::context::LlamaContext;
 use llama_cpp_2::llama_batch::LlamaBatch;
 use llama_cpp_2::model::LlamaModel;
@@ -11,18 +17,11 @@ use llama_cpp_2::token::data::LlamaTokenData;
 use llama_cpp_2::token::data_array::LlamaTokenDataArray;
 use llama_cpp_2::token::LlamaToken;
 use runaii_wire::FinishReason;
-use tokio::sync::mpsc;
-
-use super::prefix::CachedPrefix;
-use super::slot::Active;
-use super::threads::Governor;
-use super::{EngineFailure, EngineStats, Event, Job};
-use crate::constraint::ActiveConstraint;
 
 pub(super) struct Scheduler<'m> {
     pub model: &'m LlamaModel,
     pub ctx: LlamaContext<'m>,
-    pub jobs: mpsc::Receiver<Job>,
+    pub jobs: Arc<JobQueue<Job>>,
     pub stats: Arc<EngineStats>,
     pub slots: Vec<Option<Active>>,
     /// What each sequence's KV cache holds while it is free (see `prefix.rs`).
@@ -47,7 +46,7 @@ enum Step {
 }
 
 impl Scheduler<'_> {
-    /// Runs until every job sender is gone and no sequence is active.
+    /// Runs until the queue is closed and empty and no sequence is active.
     pub fn run(mut self) {
         loop {
             if !self.admit() {

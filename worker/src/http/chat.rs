@@ -7,6 +7,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use runaii_wire::cache_scope::{self, CacheScope};
+use runaii_wire::priority::{self, Priority};
 use runaii_wire::{AssistantMessage, ChatCompletion, ChatCompletionRequest, Choice};
 use tracing::Instrument as _;
 
@@ -33,8 +34,19 @@ fn cache_scope(headers: &HeaderMap) -> Result<CacheScope, ApiError> {
     })
 }
 
+/// The request's admission class: the gateway's header, or online. An unknown class is refused.
+fn priority(headers: &HeaderMap) -> Result<Priority, ApiError> {
+    let Some(value) = headers.get(priority::HEADER) else { return Ok(Priority::Online) };
+    value.to_str().ok().and_then(Priority::parse).ok_or_else(|| ApiError::InvalidRequest {
+        message: format!("malformed {} header: `online` or `batch`", priority::HEADER),
+        param: None,
+        code: "invalid_header",
+    })
+}
+
 async fn handle(state: &AppState, headers: &HeaderMap, body: Result<Bytes, BytesRejection>) -> Result<Response, ApiError> {
     let scope = cache_scope(headers)?;
+    let priority = priority(headers)?;
     let body = body.map_err(|rejection| match rejection.status() {
         StatusCode::PAYLOAD_TOO_LARGE => ApiError::PayloadTooLarge(state.settings.max_body_bytes),
         _ => ApiError::InvalidJson(rejection.body_text()),
@@ -51,7 +63,7 @@ async fn handle(state: &AppState, headers: &HeaderMap, body: Result<Bytes, Bytes
     let validator = prepared.validator();
     let tools = prepared.tools.clone();
     let prepared_prompt_tokens = u32::try_from(prepared.prompt.len()).unwrap_or(u32::MAX);
-    let events = prepared.submit(loaded, scope)?;
+    let events = prepared.submit(loaded, scope, priority)?;
     let meta = ResponseMeta::new(&request.model);
     // From the queue to the last token; a stream's relay task carries it to the stream's end.
     let generation = tracing::info_span!("generate", prompt_tokens = i64::from(prepared_prompt_tokens), stream = request.stream);

@@ -22,7 +22,7 @@ pub(super) async fn health(State(state): State<AppState>) -> Response {
         "slots": settings.slots,
         "slots_busy": loaded.stats.active_slots.load(Ordering::Relaxed),
         "queue_depth": loaded.queue_depth(),
-        "queue_capacity": loaded.jobs.max_capacity(),
+        "queue_capacity": loaded.jobs.capacity(),
         "threads": settings.threads,
         "chat_template": loaded.template.from_model,
         "supports_tools": loaded.template.supports_tools,

@@ -172,11 +172,13 @@ async fn ask(console: &Console, customer: &Customer, ask: &Ask) -> Result<Answer
     let (body, schema) = request_body(ask)?;
     let caller = customer.caller;
     let app = &console.app;
-    // What every inference route does first: the key's rate limit (and its tenant's caps).
+    // What every inference route does first: the key's rate limit (and its tenant's caps), then the
+    // tenant's cap in flight.
     if let Admission::Limited { retry_after_ms, by_tokens, by_tenant, .. } = app.limiter.admit(caller.budgets()).await? {
         return Err(ApiError::RateLimited { retry_after_ms, by_tokens, by_tenant }.into());
     }
-    let response = inference::run::<Chat>(app, caller, body).await;
+    let slot = app.concurrency.acquire(caller.tenant_id, caller.max_concurrent).await?;
+    let response = inference::run::<Chat>(app, caller, slot, body).await;
     let status = response.status();
     let bytes = axum::body::to_bytes(response.into_body(), MAX_ANSWER_BYTES)
         .await

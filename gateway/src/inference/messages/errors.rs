@@ -18,6 +18,7 @@ pub fn kind(status: u16) -> &'static str {
         413 => "request_too_large",
         429 => "rate_limit_error",
         503 | 529 => "overloaded_error",
+        504 => "timeout_error",
         400..=499 => "invalid_request_error",
         _ => "api_error",
     }

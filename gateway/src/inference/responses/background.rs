@@ -23,6 +23,7 @@ use uuid::Uuid;
 use super::object::Shell;
 use super::{store, translate, Responses};
 use crate::auth::Caller;
+use crate::concurrency::Slot;
 use crate::db::responses::{self as rows, NewStored};
 use crate::error::ApiError;
 use crate::inference::Dialect;
@@ -42,9 +43,10 @@ fn invalid(message: &str, param: &'static str) -> ApiError {
     ApiError::InvalidRequest { message: message.into(), param: Some(param), code: "invalid_request" }
 }
 
-/// Checks a background request, stores it `queued`, starts it and answers with it.
-pub async fn start(state: &AppState, caller: Caller, request: Value) -> Response {
-    match queue(state, caller, request).await {
+/// Checks a background request, stores it `queued`, starts it and answers with it. The work holds the
+/// request's `slot` among its tenant's requests in flight until it ends.
+pub async fn start(state: &AppState, caller: Caller, slot: Slot, request: Value) -> Response {
+    match queue(state, caller, slot, request).await {
         Ok((id, queued)) => {
             let mut response = ([(axum::http::header::CONTENT_TYPE, "application/json")], queued).into_response();
             request_id::attach(&mut response, &id);
@@ -54,7 +56,7 @@ pub async fn start(state: &AppState, caller: Caller, request: Value) -> Response
     }
 }
 
-async fn queue(state: &AppState, caller: Caller, request: Value) -> Result<(String, String), ApiError> {
+async fn queue(state: &AppState, caller: Caller, slot: Slot, request: Value) -> Result<(String, String), ApiError> {
     translate::to_chat(&request)?;
     if request.get("store").and_then(Value::as_bool) == Some(false) {
         return Err(invalid("a background response is stored: store must not be false", "store"));
@@ -85,7 +87,7 @@ async fn queue(state: &AppState, caller: Caller, request: Value) -> Result<(Stri
     run["stream"] = json!(true);
     let task_state = state.clone();
     let task_id = id.clone();
-    state.tasks.spawn(async move { work(task_state, caller, shell, run, task_id).await }.in_current_span());
+    state.tasks.spawn(async move { work(task_state, caller, slot, shell, run, task_id).await }.in_current_span());
     Ok((id, queued))
 }
 
@@ -97,13 +99,13 @@ fn status_text(shell: &Shell, status: &str) -> String {
 }
 
 /// Runs the response to its end (or its cancel), keeping its status.
-async fn work(state: AppState, caller: Caller, shell: Shell, request: Value, id: String) {
+async fn work(state: AppState, caller: Caller, slot: Slot, shell: Shell, request: Value, id: String) {
     let cancel = Arc::new(Notify::new());
     running().lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(id.clone(), Arc::clone(&cancel));
     let tenant = caller.tenant_id;
     let started = rows::advance(&state.db, tenant, &id, &["queued"], "in_progress", &status_text(&shell, "in_progress")).await;
     if matches!(started, Ok(true)) {
-        let answer = crate::inference::run_as::<Responses>(&state, caller, request, id.clone()).await;
+        let answer = crate::inference::run_as::<Responses>(&state, caller, slot, request, id.clone()).await;
         follow(&state, tenant, &shell, answer, &cancel).await;
     }
     running().lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(&id);

@@ -69,10 +69,10 @@ impl Dialect for Responses {
         error.into_response()
     }
 
-    async fn start(state: &AppState, caller: Caller, request: Value) -> Response {
+    async fn start(state: &AppState, caller: Caller, slot: crate::concurrency::Slot, request: Value) -> Response {
         if request.get("background").and_then(Value::as_bool) == Some(true) {
-            return background::start(state, caller, request).await;
+            return background::start(state, caller, slot, request).await;
         }
-        super::run::<Self>(state, caller, request).await
+        super::run::<Self>(state, caller, slot, request).await
     }
 }
