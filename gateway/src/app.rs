@@ -69,7 +69,12 @@ impl Application {
         let (stop_heartbeat, stopped) = tokio::sync::oneshot::channel();
         let heartbeat = tokio::spawn(replica_heartbeat(
             db.clone(),
-            (replica_id, std::sync::Arc::clone(&self.state.leases), std::sync::Arc::clone(&self.state.limiter), std::sync::Arc::clone(&self.state.concurrency)),
+            (
+                replica_id,
+                std::sync::Arc::clone(&self.state.leases),
+                std::sync::Arc::clone(&self.state.limiter),
+                std::sync::Arc::clone(&self.state.concurrency),
+            ),
             self.state.settings.limits.clone(),
             stopped,
         ));

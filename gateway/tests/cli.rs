@@ -115,7 +115,10 @@ async fn tenant_caps_from_the_command_line_are_checked_and_audited() {
     assert!(!out.status.success(), "a negative cap was set");
     let out = gateway(&url, &["set-tenant-caps", "--tenant", "acme", "--rpm-limit", "60", "--monthly-spend-cap", "25.50"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "tenant acme: rpm_limit 60, tpm_limit none, monthly_spend_cap 25.5, max_concurrent_requests 32");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "tenant acme: rpm_limit 60, tpm_limit none, monthly_spend_cap 25.5, max_concurrent_requests 32"
+    );
     let out = gateway(&url, &["set-tenant-caps", "--tenant", "acme", "--max-concurrent-requests", "0"]);
     assert!(!out.status.success(), "a cap in flight of 0 was set");
     let out = gateway(&url, &["set-tenant-caps", "--tenant", "acme", "--rpm-limit", "none"]);

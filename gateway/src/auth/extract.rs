@@ -78,7 +78,14 @@ where
         let tenant_limits = (tenant_rpm.is_some() || tenant_tpm.is_some())
             .then(|| Limits { requests_per_minute: tenant_rpm.unwrap_or(u32::MAX), tokens_per_minute: tenant_tpm.unwrap_or(u32::MAX) });
         let max_concurrent = u32::try_from(row.tenant_max_concurrent).unwrap_or(1).max(1);
-        Ok(Self { tenant_id: row.tenant_id, key_id: row.id, limits, tenant_limits, monthly_spend_cap: row.monthly_spend_cap, max_concurrent })
+        Ok(Self {
+            tenant_id: row.tenant_id,
+            key_id: row.id,
+            limits,
+            tenant_limits,
+            monthly_spend_cap: row.monthly_spend_cap,
+            max_concurrent,
+        })
     }
 }
 
