@@ -1,6 +1,5 @@
 //! Building and serving the gateway. `build` binds first so tests can run it on port 0.
 
-use axum::serve::ListenerExt;
 use tokio::net::TcpListener;
 
 use crate::config::Settings;
@@ -78,21 +77,16 @@ impl Application {
             self.state.settings.limits.clone(),
             stopped,
         ));
+        let header_read_timeout = std::time::Duration::from_millis(self.state.settings.header_read_timeout_ms);
         if let Some(listener) = self.metrics_listener {
             let private = routes::private_router(self.state.clone());
-            tokio::spawn(async move {
-                if let Err(e) = axum::serve(listener, private).await {
-                    tracing::error!(error = %e, "the private metrics listener stopped");
-                }
-            });
+            tokio::spawn(crate::serve::serve(listener, private, header_read_timeout, std::future::pending()));
         }
         let (tasks, leases, limiter) =
             (self.state.tasks.clone(), std::sync::Arc::clone(&self.state.leases), std::sync::Arc::clone(&self.state.limiter));
         // Routes other modules own, under the public listener's layers: the OpenAPI document, the console.
         let service = crate::openapi::router().merge(crate::console::router(&self.state));
-        axum::serve(self.listener.tap_io(no_delay), routes::router(self.state, service))
-            .with_graceful_shutdown(runaii_wire::shutdown::signal())
-            .await?;
+        crate::serve::serve(self.listener, routes::router(self.state, service), header_read_timeout, runaii_wire::shutdown::signal()).await;
         // The HTTP exchanges have ended; work that outlived them (a client that left a stream or a whole
         // answer, an idempotent answer being stored) still records what it cost.
         tasks.close();
@@ -122,6 +116,7 @@ async fn drain(tasks: &tokio_util::task::TaskTracker) {
 }
 
 /// Streams send small chunks: without TCP_NODELAY each waits on the client's delayed ACK (~40 ms).
+/// (The private listener's connections get it too: harmless, and one accept loop for both.)
 pub(crate) fn no_delay(stream: &mut tokio::net::TcpStream) {
     if let Err(e) = stream.set_nodelay(true) {
         tracing::debug!(error = %e, "TCP_NODELAY not set");

@@ -165,6 +165,11 @@ pub struct Settings {
     /// slower than this is cut off with 408 instead of holding a connection and its memory open.
     #[arg(long, env = "RUNAII_BODY_READ_TIMEOUT_MS", default_value_t = 30_000)]
     pub body_read_timeout_ms: u64,
+    /// How long a client may take to send a request's head (request line and headers), in milliseconds,
+    /// on both listeners; a connection that misses it is closed. It also closes a keep-alive connection
+    /// idle this long, so a proxy in front should drop its idle upstream connections sooner.
+    #[arg(long, env = "RUNAII_HEADER_READ_TIMEOUT_MS", default_value_t = 30_000)]
+    pub header_read_timeout_ms: u64,
     /// How long a streaming client may leave the next chunk untaken, in milliseconds: a client that stops
     /// reading is cut after this, billed for what was delivered, and the worker's slot is freed.
     #[arg(long, env = "RUNAII_CLIENT_WRITE_TIMEOUT_MS", default_value_t = 30_000)]
@@ -173,6 +178,15 @@ pub struct Settings {
     /// within this many milliseconds on every replica.
     #[arg(long, env = "RUNAII_KEY_CACHE_MS", default_value_t = 2000)]
     pub key_cache_ms: u64,
+    /// Keys kept in each replica's key cache, and as many unknown public ids in its negative cache; each
+    /// evicts its least recently used entry when full.
+    #[arg(long, env = "RUNAII_KEY_CACHE_ENTRIES", default_value = "100000")]
+    pub key_cache_entries: std::num::NonZeroUsize,
+    /// Failed authentications (wrong, unknown, revoked or expired API keys) allowed per source address and
+    /// minute on each replica. Past it the address gets 429 `too_many_failed_authentications`, and keys
+    /// this replica has not already found are not looked up for it.
+    #[arg(long, env = "RUNAII_AUTH_FAILURES_PER_MINUTE", default_value = "60")]
+    pub auth_failures_per_minute: std::num::NonZeroU32,
     /// How long the ledger writer may wait, in microseconds, for the records of non-streamed requests
     /// whose workers are answering, so that they share one commit (0: never wait). It commits as soon as
     /// all have arrived; a lone request never waits.
@@ -267,6 +281,13 @@ pub struct LimitArgs {
     /// key then answers 422 `idempotent_answer_not_stored`: never run twice, never held in memory unbounded.
     #[arg(long, env = "RUNAII_IDEMPOTENCY_MAX_STORED_BYTES", default_value_t = 8 * 1024 * 1024)]
     pub idempotency_max_stored_bytes: usize,
+    /// `Idempotency-Key`s a tenant may hold at once (each kept `--idempotency-ttl-hours`). Past it a request
+    /// with a new key is refused with 429 `idempotency_quota_exceeded`; retries of kept keys still replay.
+    #[arg(long, env = "RUNAII_IDEMPOTENCY_MAX_KEYS_PER_TENANT", default_value_t = 100_000)]
+    pub idempotency_max_keys_per_tenant: i64,
+    /// Bytes of stored idempotent answers a tenant may hold at once; past it, as for the number of keys.
+    #[arg(long, env = "RUNAII_IDEMPOTENCY_MAX_BYTES_PER_TENANT", default_value_t = 256 * 1024 * 1024)]
+    pub idempotency_max_bytes_per_tenant: i64,
     /// A credit hold older than this many seconds belongs to a request whose gateway died; it is released.
     #[arg(long, env = "RUNAII_HOLD_EXPIRY_S", default_value_t = 7200)]
     pub hold_expiry_s: u32,

@@ -9,6 +9,9 @@ use runaii_wire::ErrorBody;
 pub enum ApiError {
     #[error("Incorrect API key provided. Send a valid key as `Authorization: Bearer <key>`.")]
     InvalidApiKey,
+    /// Too many wrong keys from this address: refused without looking anything up.
+    #[error("Too many failed authentications from this address; retry after {} s.", .retry_after.as_secs().max(1))]
+    TooManyFailedAuthentications { retry_after: std::time::Duration },
     #[error("the request body is not valid JSON: {0}")]
     InvalidJson(String),
     #[error("{message}")]
@@ -67,6 +70,9 @@ pub enum ApiError {
     /// The keyed request ran and was billed once; its answer was larger than the store keeps.
     #[error("The request with this Idempotency-Key completed and was delivered, but its answer was larger than {0} bytes and is not kept for replay; it is not run again.")]
     IdempotentAnswerNotStored(usize),
+    /// The tenant keeps as many idempotent answers as it may; nothing ran.
+    #[error("This account keeps {0} under Idempotency-Keys, the most it may; send the request without an Idempotency-Key, or with one once older keys expire.")]
+    IdempotencyQuotaExceeded(QuotaKind),
     #[error("{0}")]
     AdminUnauthorized(String),
     #[error("this token lacks the `{0}` role")]
@@ -81,6 +87,22 @@ pub enum ApiError {
     Internal(String),
 }
 
+/// Which per-tenant bound of the idempotency store was reached.
+#[derive(Debug, Clone, Copy)]
+pub enum QuotaKind {
+    Keys(i64),
+    Bytes(i64),
+}
+
+impl std::fmt::Display for QuotaKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Keys(n) => write!(f, "{n} keys"),
+            Self::Bytes(n) => write!(f, "{n} bytes of answers"),
+        }
+    }
+}
+
 impl ApiError {
     pub fn invalid(message: impl Into<String>, param: &'static str) -> Self {
         Self::InvalidRequest { message: message.into(), param: Some(param), code: "invalid_request_error" }
@@ -90,7 +112,10 @@ impl ApiError {
         match self {
             Self::InvalidApiKey | Self::AdminUnauthorized(_) => StatusCode::UNAUTHORIZED,
             Self::Forbidden(_) => StatusCode::FORBIDDEN,
-            Self::RateLimited { .. } | Self::ConcurrencyLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
+            Self::RateLimited { .. }
+            | Self::ConcurrencyLimited { .. }
+            | Self::TooManyFailedAuthentications { .. }
+            | Self::IdempotencyQuotaExceeded(_) => StatusCode::TOO_MANY_REQUESTS,
             Self::InsufficientCredits { .. } | Self::SpendCapReached { .. } => StatusCode::PAYMENT_REQUIRED,
             Self::IdempotencyKeyReused | Self::IdempotentAnswerNotStored(_) => StatusCode::UNPROCESSABLE_ENTITY,
             Self::IdempotencyInProgress | Self::Conflict(_) => StatusCode::CONFLICT,
@@ -119,6 +144,7 @@ impl ApiError {
     pub fn code(&self) -> Option<String> {
         let code = match self {
             Self::InvalidApiKey => "invalid_api_key",
+            Self::TooManyFailedAuthentications { .. } => "too_many_failed_authentications",
             Self::InvalidJson(_) => "invalid_json",
             Self::InvalidRequest { code, .. } | Self::UnsupportedParameter { code, .. } => code,
             Self::ModelNotFound(_) => "model_not_found",
@@ -141,6 +167,7 @@ impl ApiError {
             Self::IdempotencyKeyReused => "idempotency_key_reused",
             Self::IdempotencyInProgress => "idempotency_key_in_use",
             Self::IdempotentAnswerNotStored(_) => "idempotent_answer_not_stored",
+            Self::IdempotencyQuotaExceeded(_) => "idempotency_quota_exceeded",
             Self::AdminUnauthorized(_) => "invalid_admin_token",
             Self::Forbidden(_) => "insufficient_role",
             Self::Conflict(_) => "conflict",
@@ -166,7 +193,10 @@ impl ApiError {
         let kind = match self {
             // OpenAI's 429s name what ran out.
             Self::RateLimited { by_tokens: true, .. } => "tokens",
-            Self::RateLimited { by_tokens: false, .. } | Self::ConcurrencyLimited { .. } => "requests",
+            Self::RateLimited { by_tokens: false, .. }
+            | Self::ConcurrencyLimited { .. }
+            | Self::TooManyFailedAuthentications { .. }
+            | Self::IdempotencyQuotaExceeded(_) => "requests",
             Self::InsufficientCredits { .. } => "insufficient_credits",
             // OpenAI's name for a quota that retrying will not restore.
             Self::SpendCapReached { .. } => "insufficient_quota",
@@ -194,6 +224,9 @@ impl ApiError {
         match self {
             // The rate limiter's 429 sets its own retry-after with the bucket's real wait.
             Self::RateLimited { .. } => {}
+            Self::TooManyFailedAuthentications { retry_after } => {
+                headers.insert(header::RETRY_AFTER, HeaderValue::from(retry_after.as_secs().max(1)));
+            }
             // A request in flight ends when it ends; a second is a fair first wait.
             Self::IdempotencyInProgress | Self::ConcurrencyLimited { .. } => {
                 headers.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
@@ -202,6 +235,7 @@ impl ApiError {
             Self::InsufficientCredits { .. }
             | Self::SpendCapReached { .. }
             | Self::IdempotencyKeyReused
+            | Self::IdempotencyQuotaExceeded(_)
             | Self::StorageQuotaExceeded { .. } => {
                 headers.insert(HeaderName::from_static("x-should-retry"), HeaderValue::from_static("false"));
             }

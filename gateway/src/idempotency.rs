@@ -24,7 +24,7 @@ use tracing::Instrument as _;
 use uuid::Uuid;
 
 use crate::db::idempotency;
-use crate::error::ApiError;
+use crate::error::{ApiError, QuotaKind};
 use crate::inference::stream::Completion;
 use crate::request_id;
 use crate::state::AppState;
@@ -67,7 +67,9 @@ pub async fn begin(state: &AppState, tenant: Uuid, headers: &HeaderMap, endpoint
     let hash = Sha256::new().chain_update(endpoint).chain_update([0]).chain_update(body).finalize();
     let ttl_s = i64::from(state.settings.limits.idempotency_ttl_hours) * 3600;
     let Some(existing) = idempotency::claim(&state.db, tenant, key, &hash, ttl_s, STALE_RUNNING_S).await? else {
-        return Ok(Begin::Run(Some(Claim { tenant, key: key.to_owned() })));
+        let claim = Claim { tenant, key: key.to_owned() };
+        within_quota(state, &claim).await?;
+        return Ok(Begin::Run(Some(claim)));
     };
     if existing.request_hash != hash.as_slice() {
         return Err(ApiError::IdempotencyKeyReused);
@@ -76,6 +78,30 @@ pub async fn begin(state: &AppState, tenant: Uuid, headers: &HeaderMap, endpoint
         return Err(ApiError::IdempotencyInProgress);
     }
     Ok(Begin::Replay(replay(existing)))
+}
+
+/// Refuses a newly claimed key (and gives it up) when its tenant already keeps as many keys, or as many
+/// bytes of answers, as it may. A request in flight may still add one answer of at most
+/// `idempotency_max_stored_bytes`, so the bytes kept exceed the quota by at most that per concurrent
+/// request.
+async fn within_quota(state: &AppState, claim: &Claim) -> Result<(), ApiError> {
+    let limits = &state.settings.limits;
+    let usage = idempotency::usage(&state.db, claim.tenant).await?;
+    // The claim just made counts among the keys.
+    let full = if usage.keys > limits.idempotency_max_keys_per_tenant {
+        Some(QuotaKind::Keys(limits.idempotency_max_keys_per_tenant))
+    } else if usage.bytes >= limits.idempotency_max_bytes_per_tenant {
+        Some(QuotaKind::Bytes(limits.idempotency_max_bytes_per_tenant))
+    } else {
+        None
+    };
+    match full {
+        None => Ok(()),
+        Some(kind) => {
+            release(state, claim).await;
+            Err(ApiError::IdempotencyQuotaExceeded(kind))
+        }
+    }
 }
 
 fn replay(stored: idempotency::Existing) -> Response {

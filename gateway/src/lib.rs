@@ -34,6 +34,7 @@ pub mod ratelimit;
 pub mod redis_link;
 pub mod request_id;
 pub mod routes;
+pub mod serve;
 pub mod shapes;
 pub mod state;
 pub mod structured;

@@ -8,7 +8,7 @@ use sqlx::PgPool;
 use axum::extract::FromRef;
 
 use crate::auth::staff::{StaffTokens, Verifier};
-use crate::auth::{KeyCache, KeyCheck};
+use crate::auth::{FailedAuth, KeyCache, KeyCheck};
 use crate::config::Settings;
 use crate::ratelimit::Limiter;
 use crate::ratelimit::Limits;
@@ -33,6 +33,8 @@ impl std::ops::Deref for AppState {
 pub struct Shared {
     pub db: PgPool,
     pub keys: Arc<KeyCache>,
+    /// Failed authentications per source address (`auth::attempts`).
+    pub auth_failures: Arc<FailedAuth>,
     /// This replica's leases of tenants' credit (`billing::leases`).
     pub leases: Arc<crate::billing::leases::Leases>,
     /// Writes cost records in groups, one transaction per group (`billing::writer`).
@@ -82,7 +84,8 @@ impl AppState {
         let replica_id = uuid::Uuid::now_v7();
         let tasks = tokio_util::task::TaskTracker::new();
         Ok(Self(Arc::new(Shared {
-            keys: Arc::new(KeyCache::new(Duration::from_millis(settings.key_cache_ms))),
+            keys: Arc::new(KeyCache::new(Duration::from_millis(settings.key_cache_ms), settings.key_cache_entries)),
+            auth_failures: Arc::new(FailedAuth::new(settings.auth_failures_per_minute)),
             catalog: Arc::default(),
             ledger: crate::billing::writer::LedgerWriter::start(db.clone(), Duration::from_micros(settings.ledger_linger_us)),
             leases: Arc::new(crate::billing::leases::Leases::new(db.clone(), replica_id)),
@@ -106,6 +109,7 @@ impl FromRef<AppState> for KeyCheck {
         let limits = &state.settings.limits;
         Self {
             cache: Arc::clone(&state.keys),
+            failures: Arc::clone(&state.auth_failures),
             db: state.db.clone(),
             defaults: Limits { requests_per_minute: limits.default_rpm, tokens_per_minute: limits.default_tpm },
         }

@@ -46,7 +46,10 @@ error_responses! {
     /// `idempotent_answer_not_stored`: the request with this key ran and was delivered once, but its answer
     /// was larger than the gateway keeps (`RUNAII_IDEMPOTENCY_MAX_STORED_BYTES`), so it is not run again.
     IdempotencyKeyReused(ErrorBody) [("x-should-retry" = String, description = "`false`")];
-    /// `rate_limit_exceeded`: the key's requests or tokens per minute are spent (`type` says which).
+    /// `rate_limit_exceeded`: the key's requests or tokens per minute are spent (`type` says which);
+    /// `too_many_failed_authentications`: too many wrong keys from this address (`retry-after` says how
+    /// long); `idempotency_quota_exceeded` (`x-should-retry: false`): the tenant keeps as many
+    /// `Idempotency-Key`s, or bytes of their answers, as it may.
     RateLimited(ErrorBody) [
         ("retry-after" = String, description = "Seconds until the bucket allows the request, rounded up"),
         ("retry-after-ms" = String, description = "The same wait in milliseconds")
@@ -79,7 +82,8 @@ error_responses! {
     /// `invalid_request_error`: this `Idempotency-Key` came with another body before, or its request ran
     /// once and its answer was too large to keep for replay.
     MessagesIdempotencyKeyReused(AnthropicError) [("x-should-retry" = String, description = "`false`")];
-    /// `rate_limit_error`: the key's requests or tokens per minute are spent.
+    /// `rate_limit_error`: the key's requests or tokens per minute are spent, too many wrong keys came from
+    /// this address, or the tenant keeps as many `Idempotency-Key`s as it may.
     MessagesRateLimited(AnthropicError) [
         ("retry-after" = String, description = "Seconds until the bucket allows the request, rounded up"),
         ("retry-after-ms" = String, description = "The same wait in milliseconds")

@@ -9,7 +9,8 @@ use chrono::Utc;
 use sqlx::PgPool;
 use uuid::Uuid;
 
-use super::KeyCache;
+use super::attempts::{FailedAuth, Source, Verdict};
+use super::{Cached, KeyCache};
 use crate::error::ApiError;
 use crate::ratelimit::{Budgets, Limits};
 
@@ -17,6 +18,8 @@ use crate::ratelimit::{Budgets, Limits};
 #[derive(Debug, Clone)]
 pub struct KeyCheck {
     pub cache: Arc<KeyCache>,
+    /// Failed authentications per source address.
+    pub failures: Arc<FailedAuth>,
     pub db: PgPool,
     /// The limits of a key that sets none.
     pub defaults: Limits,
@@ -57,28 +60,65 @@ where
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
         let check = KeyCheck::from_ref(state);
+        let source = Source::from_extensions(&parts.extensions);
         let token = presented_key(&parts.headers).ok_or(ApiError::InvalidApiKey)?;
-        let key = super::parse(token).ok_or(ApiError::InvalidApiKey)?;
-        let row = check.cache.lookup(&check.db, key.public_id).await?;
+        match check.authenticate(token, source).await {
+            Err(Refusal::Invalid) => Err(match check.failures.fail(source) {
+                Verdict::Counted => ApiError::InvalidApiKey,
+                Verdict::Limited(wait) => ApiError::TooManyFailedAuthentications { retry_after: wait },
+            }),
+            Err(Refusal::Limited(wait)) => Err(ApiError::TooManyFailedAuthentications { retry_after: wait }),
+            Err(Refusal::Failed(e)) => Err(e),
+            Ok(caller) => Ok(caller),
+        }
+    }
+}
+
+/// Why a key was not accepted.
+enum Refusal {
+    /// A wrong key: counted against the source.
+    Invalid,
+    /// The source spent its allowance and the key is not one this replica knows.
+    Limited(std::time::Duration),
+    Failed(ApiError),
+}
+
+impl KeyCheck {
+    /// The key's tenant and limits. Only a well-shaped key unknown to the cache costs a database read,
+    /// and not for a source past its allowance of failures.
+    async fn authenticate(&self, token: &str, source: Source) -> Result<Caller, Refusal> {
+        let key = super::parse(token).ok_or(Refusal::Invalid)?;
+        let row = match self.cache.cached(key.public_id) {
+            Cached::Fresh(row) => row,
+            // A key that existed is read again whoever asks: at most once per TTL, and a limited source's
+            // neighbours keep working.
+            Cached::Stale => self.cache.load(&self.db, key.public_id).await.map_err(|e| Refusal::Failed(e.into()))?,
+            Cached::Unknown => {
+                if let Some(wait) = self.failures.limited(source) {
+                    return Err(Refusal::Limited(wait));
+                }
+                self.cache.load(&self.db, key.public_id).await.map_err(|e| Refusal::Failed(e.into()))?
+            }
+        };
         let stored = row.as_ref().map_or(&DUMMY_HASH[..], |r| &r.secret_hash[..]);
         let matches = key.matches(stored);
-        let row = row.filter(|_| matches).ok_or(ApiError::InvalidApiKey)?;
+        let row = row.filter(|_| matches).ok_or(Refusal::Invalid)?;
         let now = Utc::now();
         if row.revoked_at.is_some_and(|t| t <= now) || row.expires_at.is_some_and(|t| t <= now) {
-            return Err(ApiError::InvalidApiKey);
+            return Err(Refusal::Invalid);
         }
         let own = |limit: Option<i32>| limit.and_then(|n| u32::try_from(n).ok());
         let (tenant_rpm, tenant_tpm) = (own(row.tenant_rpm_limit), own(row.tenant_tpm_limit));
         // A key set before its tenant's cap was lowered (or left at the defaults) gets no more than the cap.
         let at_most = |limit: u32, cap: Option<u32>| cap.map_or(limit, |cap| limit.min(cap));
         let limits = Limits {
-            requests_per_minute: at_most(own(row.rpm_limit).unwrap_or(check.defaults.requests_per_minute), tenant_rpm),
-            tokens_per_minute: at_most(own(row.tpm_limit).unwrap_or(check.defaults.tokens_per_minute), tenant_tpm),
+            requests_per_minute: at_most(own(row.rpm_limit).unwrap_or(self.defaults.requests_per_minute), tenant_rpm),
+            tokens_per_minute: at_most(own(row.tpm_limit).unwrap_or(self.defaults.tokens_per_minute), tenant_tpm),
         };
         let tenant_limits = (tenant_rpm.is_some() || tenant_tpm.is_some())
             .then(|| Limits { requests_per_minute: tenant_rpm.unwrap_or(u32::MAX), tokens_per_minute: tenant_tpm.unwrap_or(u32::MAX) });
         let max_concurrent = u32::try_from(row.tenant_max_concurrent).unwrap_or(1).max(1);
-        Ok(Self {
+        Ok(Caller {
             tenant_id: row.tenant_id,
             key_id: row.id,
             limits,

@@ -24,6 +24,7 @@ mod ui;
 
 use std::sync::Arc;
 
+use axum::extract::DefaultBodyLimit;
 use axum::routing::{get, post};
 use axum::{middleware, Router};
 use maud::html;
@@ -55,7 +56,8 @@ pub fn router(state: &AppState) -> Router<AppState> {
         .route("/console", get(sign_in::home))
         .route("/console/", get(sign_in::home))
         .route("/console/assets/{name}", get(asset))
-        .route("/console/sign-in", get(sign_in::form).post(sign_in::submit))
+        // Anyone may post the sign-in form: it is read with a small limit before anything is checked.
+        .route("/console/sign-in", get(sign_in::form).post(sign_in::submit).layer(DefaultBodyLimit::max(sign_in::FORM_MAX_BYTES)))
         .route("/console/sign-out", post(sign_in::sign_out))
         .route("/console/nothing", get(nothing))
         .merge(customer::routes())

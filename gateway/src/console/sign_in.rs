@@ -5,7 +5,7 @@
 
 use axum::extract::{Form, Query, State};
 use axum::http::header::{LOCATION, SET_COOKIE};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::{Extensions, HeaderMap, StatusCode};
 use axum::response::{AppendHeaders, IntoResponse, Response};
 use chrono::{DateTime, Utc};
 use maud::html;
@@ -19,6 +19,9 @@ use super::session::{Credential, COOKIE as SESSION_COOKIE, MAX_SECONDS};
 use super::signed_in::{check, cookie, SignedIn, Who};
 use super::ui::layout;
 use super::Console;
+
+/// The largest sign-in form read: a credential (an admin JWT is well under 4 KiB) and a token.
+pub(crate) const FORM_MAX_BYTES: usize = 16 * 1024;
 
 /// The sign-in form's double-submit cookie.
 const LOGIN_COOKIE: &str = "runaii_console_login";
@@ -89,7 +92,7 @@ pub(crate) struct SignInForm {
 }
 
 /// `POST /console/sign-in`.
-pub(crate) async fn submit(State(console): State<Console>, headers: HeaderMap, Form(form): Form<SignInForm>) -> Response {
+pub(crate) async fn submit(State(console): State<Console>, headers: HeaderMap, from: Extensions, Form(form): Form<SignInForm>) -> Response {
     let expected = cookie(&headers, LOGIN_COOKIE).unwrap_or("");
     let forged =
         same_origin(&headers).is_err() || expected.is_empty() || !bool::from(expected.as_bytes().ct_eq(form.login_csrf.as_bytes()));
@@ -106,7 +109,7 @@ pub(crate) async fn submit(State(console): State<Console>, headers: HeaderMap, F
         );
     }
     let credential = if text.starts_with("rk-") { Credential::ApiKey(text.to_owned()) } else { Credential::AdminToken(text.to_owned()) };
-    let who = match check(&console.app, &credential).await {
+    let who = match check(&console.app, &credential, &from).await {
         Ok(Some(who)) => who,
         Ok(None) => return sign_in_page(&headers, StatusCode::UNAUTHORIZED, None, Some(&refused(&console, &credential))),
         Err(e) => return sign_in_page(&headers, e.status(), None, Some(&e)),

@@ -4,10 +4,12 @@
 //! revoked key stops working as soon as the key cache hears of it, an expired token at once, and the
 //! session ends with them.
 
-use axum::extract::FromRequestParts;
+use std::net::SocketAddr;
+
+use axum::extract::{ConnectInfo, FromRequestParts};
 use axum::http::header::{AUTHORIZATION, COOKIE};
 use axum::http::request::Parts;
-use axum::http::{HeaderMap, Request};
+use axum::http::{Extensions, HeaderMap, Request};
 
 use super::error::{ConsoleError, Ended};
 use super::session::{Credential, Lookup, SessionId, COOKIE as SESSION_COOKIE};
@@ -113,10 +115,14 @@ pub(crate) fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> 
 ///
 /// # Errors
 /// The API's errors other than a refused credential.
-pub(crate) async fn check(state: &AppState, credential: &Credential) -> Result<Option<Who>, ConsoleError> {
+/// `from` is the browser's request: its peer address counts the API key's failures as the API would.
+pub(crate) async fn check(state: &AppState, credential: &Credential, from: &Extensions) -> Result<Option<Who>, ConsoleError> {
     match credential {
         Credential::ApiKey(key) => {
             let mut parts = bearer_parts(key)?;
+            if let Some(peer) = from.get::<ConnectInfo<SocketAddr>>() {
+                parts.extensions.insert(*peer);
+            }
             match Caller::from_request_parts(&mut parts, state).await {
                 Ok(caller) => {
                     let key_prefix = crate::auth::parse(key).map(|k| format!("rk-{}", k.public_id)).unwrap_or_default();
@@ -156,7 +162,7 @@ impl FromRequestParts<Console> for SignedIn {
             Lookup::Missing => return Err(ConsoleError::SignedOut(Ended::NoSession)),
             Lookup::Expired => return Err(ConsoleError::SignedOut(Ended::Expired)),
         };
-        match check(&console.app, &credential).await? {
+        match check(&console.app, &credential, &parts.extensions).await? {
             Some(who) => Ok(Self { session, who }),
             None => {
                 // The API no longer accepts it: the session is over for good, not just for this page.

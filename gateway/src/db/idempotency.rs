@@ -57,6 +57,20 @@ pub async fn claim(
     .await
 }
 
+/// What a tenant keeps under its keys: how many, and the bytes of their stored answers.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Usage {
+    pub keys: i64,
+    pub bytes: i64,
+}
+
+/// # Errors
+/// Database errors.
+pub async fn usage(db: &PgPool, tenant: Uuid) -> Result<Usage, sqlx::Error> {
+    let row = sqlx::query_as!(Usage, "SELECT keys, bytes FROM idempotency_usage WHERE tenant_id = $1", tenant).fetch_optional(db).await?;
+    Ok(row.unwrap_or_default())
+}
+
 /// Stores the answer of the run that holds the key.
 ///
 /// # Errors

@@ -85,6 +85,14 @@ pub async fn info(tx: &mut sqlx::PgConnection, key_id: Uuid) -> Result<Option<Ke
     .await
 }
 
+/// How many keys the tenant has, revoked ones included.
+///
+/// # Errors
+/// Database errors.
+pub async fn count(tx: &mut sqlx::PgConnection, tenant_id: Uuid) -> Result<i64, sqlx::Error> {
+    Ok(sqlx::query_scalar!("SELECT count(*) FROM api_keys WHERE tenant_id = $1", tenant_id).fetch_one(tx).await?.unwrap_or(0))
+}
+
 /// What is stored for a new key.
 #[derive(Debug, Clone, Default)]
 pub struct NewKey<'a> {

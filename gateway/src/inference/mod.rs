@@ -6,6 +6,7 @@
 
 pub mod chat;
 pub mod messages;
+pub mod metadata;
 pub mod parameters;
 mod prepare;
 pub mod responses;

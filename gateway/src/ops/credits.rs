@@ -38,6 +38,9 @@ impl From<Balance> for Money {
     }
 }
 
+/// The longest note a grant keeps in the ledger.
+pub const MAX_NOTE_CHARS: usize = 1000;
+
 /// The largest grant, in size: far above any real one, far inside the balance column.
 const MAX_GRANT: u64 = 1_000_000_000_000;
 
@@ -46,11 +49,14 @@ const MAX_GRANT: u64 = 1_000_000_000_000;
 ///
 /// # Errors
 /// [`OpError::Invalid`] for zero, more than 16 decimals (balances are `NUMERIC(30, 16)`: refused rather
-/// than rounded) or a size of 10¹² or more; [`OpError::NotFound`] for an unknown tenant;
+/// than rounded), a size of 10¹² or more, or a note over [`MAX_NOTE_CHARS`]; [`OpError::NotFound`] for an unknown tenant;
 /// [`OpError::Conflict`] for an adjustment that would take the balance below what is reserved.
 pub async fn grant(db: &sqlx::PgPool, actor: Actor<'_>, tenant: Uuid, amount: Decimal, note: &str) -> Result<GrantResult, OpError> {
     if amount.is_zero() || amount.normalize().scale() > 16 || amount.abs() >= Decimal::from(MAX_GRANT) {
         return Err(OpError::invalid("amount must be non-zero, below 10^12 in size, with at most 16 decimals", "amount"));
+    }
+    if note.chars().count() > MAX_NOTE_CHARS {
+        return Err(OpError::invalid(format!("note must be at most {MAX_NOTE_CHARS} characters"), "note"));
     }
     let not_found = || OpError::NotFound(format!("tenant {tenant}"));
     let mut tx = db.begin().await?;

@@ -60,9 +60,14 @@ pub struct RevokedKey {
     pub also_revoked: Vec<Uuid>,
 }
 
+/// Keys a tenant may have, revoked ones included (their rows are kept): customers create keys from the
+/// console, and each is a row and an audit row.
+pub const MAX_KEYS_PER_TENANT: i64 = 10_000;
+
 /// # Errors
 /// [`OpError::Invalid`] for a name over 200 characters or a limit above the tenant's cap,
-/// [`OpError::NotFound`] for an unknown tenant, [`OpError::Conflict`] for a limit that is not positive.
+/// [`OpError::NotFound`] for an unknown tenant, [`OpError::Conflict`] for a limit that is not positive or
+/// a tenant that has [`MAX_KEYS_PER_TENANT`].
 pub async fn create(db: &sqlx::PgPool, actor: Actor<'_>, tenant: Uuid, spec: &KeySpec) -> Result<CreatedKey, OpError> {
     insert(db, actor, tenant, spec, None).await
 }
@@ -101,8 +106,13 @@ async fn insert(
     let (key, public_id, hash) = auth::generate();
     let mut tx = db.begin().await?;
     within_caps(&mut tx, tenant, new.rpm_limit, new.tpm_limit).await?;
+    if keys::count(&mut tx, tenant).await? >= MAX_KEYS_PER_TENANT {
+        return Err(OpError::Conflict(format!("the tenant has {MAX_KEYS_PER_TENANT} keys, the most it may have")));
+    }
     let info = keys::insert(&mut tx, tenant, &public_id, &hash, &new).await?;
     audit(&mut tx, actor, "key.create", ("api_key", info.id.to_string()), None, snapshot(&info)).await?;
+    // A replica that was asked for this public id before remembers it as unknown (the negative cache).
+    notify::key_changed(&mut tx, &info.public_id).await?;
     tx.commit().await?;
     Ok(CreatedKey { info, key })
 }

@@ -66,7 +66,11 @@ pub fn test_settings(database_url: String) -> Settings {
         max_body_bytes: 1024 * 1024,
         body_read_timeout_ms: 10_000,
         client_write_timeout_ms: 30_000,
+        header_read_timeout_ms: 30_000,
         key_cache_ms: 300,
+        key_cache_entries: std::num::NonZeroUsize::new(100_000).unwrap(),
+        // Tests send wrong keys on purpose; `gateway/tests/keys.rs` sets its own allowance.
+        auth_failures_per_minute: std::num::NonZeroU32::new(100_000).unwrap(),
         probe_ms: 300,
         ledger_linger_us: 1000,
         limits: LimitArgs {
@@ -75,6 +79,8 @@ pub fn test_settings(database_url: String) -> Settings {
             on_redis_failure: RedisFailure::Local,
             idempotency_ttl_hours: 24,
             idempotency_max_stored_bytes: 8 * 1024 * 1024,
+            idempotency_max_keys_per_tenant: 100_000,
+            idempotency_max_bytes_per_tenant: 256 * 1024 * 1024,
             hold_expiry_s: 7200,
             replica_heartbeat_ms: 500,
             replica_timeout_ms: 30_000,

@@ -28,6 +28,7 @@ pub fn to_chat(request: &Value) -> Result<Value, ApiError> {
     if max_tokens == 0 {
         return Err(invalid("max_tokens: must be at least 1", "max_tokens"));
     }
+    crate::inference::metadata::check_anthropic(obj.get("metadata"))?;
     let mut chat = Map::new();
     chat.insert("model".into(), json!(model));
     chat.insert("max_tokens".into(), json!(max_tokens));

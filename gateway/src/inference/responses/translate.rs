@@ -99,9 +99,7 @@ fn echoed_settings(obj: &Map<String, Value>) -> Result<(), ApiError> {
     if wrong("parallel_tool_calls", Value::is_boolean) {
         return Err(invalid("`parallel_tool_calls` must be a boolean or null", "parallel_tool_calls"));
     }
-    if wrong("metadata", Value::is_object) {
-        return Err(invalid("`metadata` must be an object or null", "metadata"));
-    }
+    crate::inference::metadata::check_openai(obj.get("metadata"), "invalid_request")?;
     Ok(())
 }
 
