@@ -11,11 +11,17 @@ CREATE TABLE idempotency_usage (
 INSERT INTO idempotency_usage (tenant_id, keys, bytes)
 SELECT tenant_id, count(*), coalesce(sum(octet_length(body)), 0) FROM idempotency_keys GROUP BY tenant_id;
 
--- Adds to one tenant's totals (negative numbers take away).
+-- Adds to one tenant's totals (negative numbers take away). An UPDATE first: a row proposed for INSERT is
+-- checked against the CHECKs before its conflict is found, so a negative change must never be inserted.
 CREATE FUNCTION runaii_idempotency_usage_add(changed_keys BIGINT, changed_bytes BIGINT, tenant UUID) RETURNS void
-LANGUAGE sql AS $$
-    INSERT INTO idempotency_usage AS u (tenant_id, keys, bytes) VALUES (tenant, changed_keys, changed_bytes)
-    ON CONFLICT (tenant_id) DO UPDATE SET keys = u.keys + EXCLUDED.keys, bytes = u.bytes + EXCLUDED.bytes
+LANGUAGE plpgsql AS $$
+BEGIN
+    UPDATE idempotency_usage SET keys = keys + changed_keys, bytes = bytes + changed_bytes WHERE tenant_id = tenant;
+    IF NOT FOUND THEN
+        INSERT INTO idempotency_usage AS u (tenant_id, keys, bytes) VALUES (tenant, changed_keys, changed_bytes)
+        ON CONFLICT (tenant_id) DO UPDATE SET keys = u.keys + EXCLUDED.keys, bytes = u.bytes + EXCLUDED.bytes;
+    END IF;
+END
 $$;
 
 CREATE FUNCTION runaii_idempotency_usage_track() RETURNS trigger
@@ -29,9 +35,9 @@ BEGIN
         FROM old_rows GROUP BY tenant_id ORDER BY tenant_id;
     ELSE
         -- Keys keep their tenant; only the bytes of their answers change.
-        PERFORM runaii_idempotency_usage_add(0, d.bytes, d.tenant_id)
+        PERFORM runaii_idempotency_usage_add(0::bigint, d.bytes, d.tenant_id)
         FROM (
-            SELECT tenant_id, sum(bytes) AS bytes FROM (
+            SELECT tenant_id, sum(bytes)::bigint AS bytes FROM (
                 SELECT tenant_id, coalesce(octet_length(body), 0)::bigint AS bytes FROM new_rows
                 UNION ALL
                 SELECT tenant_id, -coalesce(octet_length(body), 0)::bigint FROM old_rows
