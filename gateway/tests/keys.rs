@@ -136,7 +136,7 @@ async fn a_full_key_cache_evicts_the_least_recently_used_key_and_keeps_the_hot_o
     }
     // Change the stored hashes behind the cache's back (no notification): a key answered from the cache
     // still works, one that was evicted is read again and refused.
-    sqlx::query("UPDATE api_keys SET secret_hash = '\\x00'").execute(&app.db).await.unwrap();
+    sqlx::query("UPDATE api_keys SET secret_hash = decode(repeat('00', 32), 'hex')").execute(&app.db).await.unwrap();
     assert_eq!(account_status(&app.base, &app.key).await, 200, "the hot key was evicted");
     assert_eq!(account_status(&app.base, &others[5]).await, 200, "a recent key was evicted");
     assert_eq!(account_status(&app.base, &others[0]).await, 401, "the least recently used key was kept past capacity");
