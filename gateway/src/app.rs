@@ -63,6 +63,7 @@ impl Application {
             self.state.db.clone(),
             std::sync::Arc::clone(&self.state.catalog),
             std::sync::Arc::clone(&self.state.keys),
+            std::sync::Arc::clone(&self.state.revoked_tokens),
         ));
         let (db, replica_id) = (self.state.db.clone(), self.state.replica_id);
         let (stop_heartbeat, stopped) = tokio::sync::oneshot::channel();
@@ -141,6 +142,9 @@ async fn housekeeping(db: sqlx::PgPool, limits: crate::config::LimitArgs, leases
         }
         if let Err(e) = crate::db::responses::expire(&db).await {
             tracing::warn!(error = %e, "expired stored responses not deleted");
+        }
+        if let Err(e) = crate::db::admin_tokens::expire(&db).await {
+            tracing::warn!(error = %e, "staff token revocations past their tokens' lifetime not deleted");
         }
     }
 }

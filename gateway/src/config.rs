@@ -98,10 +98,15 @@ pub enum Command {
     /// Print the bearer token workers accept, derived from the worker secret: for an OpenAI-compatible
     /// engine configured as a worker (e.g. llama-server's `--api-key`).
     WorkerToken(WorkerArgs),
-    /// Print an admin JWT signed with the HS256 secret (for local use and scripts).
+    /// Print an admin JWT signed with the HS256 secret (for local use and scripts), with `iat`, a fresh
+    /// `jti`, and the issuer and audience the gateway requires.
     IssueAdminToken {
         #[arg(long, env = "RUNAII_ADMIN_JWT_SECRET", hide_env_values = true)]
         admin_jwt_secret: SecretText,
+        #[arg(long, env = "RUNAII_ADMIN_JWT_ISSUER", default_value = crate::auth::staff::DEFAULT_ISSUER)]
+        issuer: String,
+        #[arg(long, env = "RUNAII_ADMIN_JWT_AUDIENCE", default_value = crate::auth::staff::DEFAULT_AUDIENCE)]
+        audience: String,
         /// Who the token speaks for; written to the audit log.
         #[arg(long, default_value = "local-admin")]
         subject: String,
@@ -113,6 +118,16 @@ pub enum Command {
         tenant_id: Option<uuid::Uuid>,
         #[arg(long, default_value_t = 24)]
         ttl_hours: u64,
+    },
+    /// Revoke a staff token by its `jti` (audited, actor `cli`); every replica refuses it within seconds.
+    RevokeAdminToken {
+        #[command(flatten)]
+        db: DbArgs,
+        #[arg(long)]
+        jti: String,
+        /// How long the revocation is kept: the longest a token may live.
+        #[arg(long, env = "RUNAII_ADMIN_JWT_MAX_LIFETIME_HOURS", default_value_t = 720)]
+        max_lifetime_hours: u32,
     },
 }
 
@@ -301,16 +316,43 @@ pub struct LimitArgs {
     pub replica_timeout_ms: u64,
 }
 
-/// How admin JWTs are verified: an HS256 secret or an RS256 public key (PEM). Without either the admin
-/// API answers 503.
-#[derive(Debug, Clone, Default, Args)]
+/// How admin JWTs are verified: HS256 secrets or RS256 public keys (PEM), several at once for rotation,
+/// and what every token must say. Without a key the admin API answers 503.
+#[derive(Debug, Clone, Args)]
 pub struct AdminArgs {
     /// Never printed (`Debug` redacts it).
     #[arg(long, env = "RUNAII_ADMIN_JWT_SECRET", hide_env_values = true)]
     pub admin_jwt_secret: Option<SecretText>,
-    /// Path of a PEM file with the RS256 public key.
-    #[arg(long, env = "RUNAII_ADMIN_JWT_PUBLIC_KEY")]
-    pub admin_jwt_public_key: Option<std::path::PathBuf>,
+    /// A file of HS256 secrets, one per line, each accepted (with the one above, if set): for rotation
+    /// with overlap. `issue-admin-token` signs with the first line.
+    #[arg(long, env = "RUNAII_ADMIN_JWT_SECRET_FILE")]
+    pub admin_jwt_secret_file: Option<std::path::PathBuf>,
+    /// PEM files of RS256 public keys, comma-separated, each accepted; a key's `kid` is its file name
+    /// without the extension.
+    #[arg(long, env = "RUNAII_ADMIN_JWT_PUBLIC_KEY", value_delimiter = ',')]
+    pub admin_jwt_public_key: Vec<std::path::PathBuf>,
+    /// The `iss` every token must carry.
+    #[arg(long, env = "RUNAII_ADMIN_JWT_ISSUER", default_value = crate::auth::staff::DEFAULT_ISSUER)]
+    pub admin_jwt_issuer: String,
+    /// The `aud` every token must carry.
+    #[arg(long, env = "RUNAII_ADMIN_JWT_AUDIENCE", default_value = crate::auth::staff::DEFAULT_AUDIENCE)]
+    pub admin_jwt_audience: String,
+    /// The longest a token may live (`exp - iat`), in hours; a longer-lived token is refused.
+    #[arg(long, env = "RUNAII_ADMIN_JWT_MAX_LIFETIME_HOURS", default_value_t = 720)]
+    pub admin_jwt_max_lifetime_hours: u32,
+}
+
+impl Default for AdminArgs {
+    fn default() -> Self {
+        Self {
+            admin_jwt_secret: None,
+            admin_jwt_secret_file: None,
+            admin_jwt_public_key: Vec::new(),
+            admin_jwt_issuer: crate::auth::staff::DEFAULT_ISSUER.to_owned(),
+            admin_jwt_audience: crate::auth::staff::DEFAULT_AUDIENCE.to_owned(),
+            admin_jwt_max_lifetime_hours: 720,
+        }
+    }
 }
 
 #[cfg(test)]

@@ -75,10 +75,15 @@ async fn main() -> anyhow::Result<()> {
             println!("{}", args.secrets()?.bearer_token());
             Ok(())
         }
-        Command::IssueAdminToken { admin_jwt_secret, subject, roles, tenant_id, ttl_hours } => {
-            let exp = chrono::Utc::now().timestamp().unsigned_abs() + ttl_hours * 3600;
-            let claims = admin::Claims { sub: subject, exp, roles, tenant_id };
-            println!("{}", admin::issue(admin_jwt_secret.expose(), &claims)?);
+        Command::IssueAdminToken { admin_jwt_secret, issuer, audience, subject, roles, tenant_id, ttl_hours } => {
+            let claims = admin::Claims::new(subject, roles, tenant_id, ttl_hours * 3600);
+            println!("{}", runaii_gateway::auth::staff::issue_as(admin_jwt_secret.expose(), &claims, &issuer, &audience)?);
+            Ok(())
+        }
+        Command::RevokeAdminToken { db: args, jti, max_lifetime_hours } => {
+            let pool = db::connect(&args).await?;
+            let revocation = ops::admin_tokens::revoke(&pool, Actor::CLI, &jti, u64::from(max_lifetime_hours) * 3600).await?;
+            println!("token {} revoked at {}", revocation.jti, revocation.revoked_at);
             Ok(())
         }
         Command::UpsertModel {

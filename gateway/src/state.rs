@@ -7,7 +7,7 @@ use sqlx::PgPool;
 
 use axum::extract::FromRef;
 
-use crate::auth::staff::{StaffTokens, Verifier};
+use crate::auth::staff::{RevokedTokens, StaffTokens, Verifier};
 use crate::auth::{FailedAuth, KeyCache, KeyCheck};
 use crate::config::Settings;
 use crate::ratelimit::Limiter;
@@ -49,6 +49,8 @@ pub struct Shared {
     pub concurrency: Arc<crate::concurrency::Concurrency>,
     /// `None` when no admin JWT key is configured: the admin API then answers 503.
     pub admin: Option<Arc<Verifier>>,
+    /// Staff tokens revoked before they expire, kept fresh by `changes.rs`.
+    pub revoked_tokens: Arc<RevokedTokens>,
     pub http: reqwest::Client,
     /// The credential shared with workers (re-read from its file while running).
     pub secrets: runaii_wire::worker_auth::WorkerSecrets,
@@ -65,7 +67,8 @@ impl AppState {
     /// # Errors
     /// When Postgres cannot be reached at start, or the admin key is misconfigured. Redis may be down.
     pub async fn new(settings: Settings) -> anyhow::Result<Self> {
-        let admin = Verifier::from_args(&settings.admin)?.map(Arc::new);
+        let revoked_tokens = Arc::new(RevokedTokens::default());
+        let admin = Verifier::from_args(&settings.admin, Arc::clone(&revoked_tokens))?.map(Arc::new);
         let db = crate::db::connect(&settings.db).await?;
         // A worker's answer is the answer: a redirect is not followed. Followed, a worker (or whatever holds
         // its address) could send a customer's prompt, or the gateway's probes, to any host the gateway can
@@ -94,6 +97,7 @@ impl AppState {
             limiter: Arc::new(Limiter::new(limiter_redis, settings.limits.on_redis_failure)),
             spend_caps: crate::ratelimit::spend_cap::SpendCaps::new(db.clone()),
             admin,
+            revoked_tokens,
             secrets,
             db,
             http,

@@ -434,6 +434,9 @@ async fn admin_routes(app: &TestApp, spec: &Spec) {
     Call::new(M::PUT, access, format!("/admin/v1/tenants/{tenant}/models/openapi/private"), bearer(&all)).expect(app, spec, 200).await;
     Call::new(M::DELETE, access, format!("/admin/v1/tenants/{tenant}/models/openapi/private"), bearer(&all)).expect(app, spec, 200).await;
     Call::new(M::GET, "/admin/v1/workers", "/admin/v1/workers", bearer(&all)).expect(app, spec, 200).await;
+    let revocations = "/admin/v1/admin-token-revocations";
+    Call::new(M::POST, revocations, revocations, bearer(&all)).body(json!({"jti": "openapi-revoked"})).expect(app, spec, 200).await;
+    Call::new(M::POST, revocations, revocations, bearer(&all)).body(json!({"token": "x"})).expect(app, spec, 400).await;
 
     let costs = "/admin/v1/cost-records";
     Call::new(M::GET, costs, format!("{costs}?month={month}&limit=2"), bearer(&all)).expect(app, spec, 200).await;

@@ -8,6 +8,7 @@ mod csv;
 mod finance;
 mod input;
 mod tenants;
+mod tokens;
 
 use axum::routing::{get, patch, post, put};
 use axum::Router;
@@ -39,6 +40,7 @@ use crate::state::AppState;
     tenants::allow_model,
     tenants::deny_model,
     audit::list,
+    tokens::revoke,
 ))]
 pub struct AdminApi;
 
@@ -57,4 +59,5 @@ pub fn router() -> Router<AppState> {
         .route("/admin/v1/tenants/{id}/models/{*model}", put(tenants::allow_model).delete(tenants::deny_model))
         .route("/admin/v1/keys/{id}", patch(tenants::update_key).delete(tenants::revoke_key))
         .route("/admin/v1/audit-log", get(audit::list))
+        .route("/admin/v1/admin-token-revocations", post(tokens::revoke))
 }

@@ -14,6 +14,7 @@
 pub mod attempts;
 mod cache;
 mod extract;
+mod revoked;
 pub mod staff;
 
 pub use attempts::{FailedAuth, Source};

@@ -2,6 +2,7 @@
 //! `query_scalar!`) check at compile time against the migrated schema, offline from the committed
 //! `.sqlx/` (`scripts/sqlx-prepare.sh` regenerates it); every value is bound.
 
+pub mod admin_tokens;
 pub mod audit;
 pub mod costs;
 pub mod credits;

@@ -8,6 +8,15 @@ pub const CATALOG: &str = "catalog";
 /// Payload prefix: the key with this public id (revoked, expiry or limits changed).
 pub const KEY_PREFIX: &str = "key:";
 
+/// Payload prefix: the staff token with this `jti` was revoked.
+pub const TOKEN_PREFIX: &str = "token:";
+
+/// # Errors
+/// Database errors.
+pub async fn token_revoked(tx: &mut sqlx::PgConnection, jti: &str) -> Result<(), sqlx::Error> {
+    send(tx, &format!("{TOKEN_PREFIX}{jti}")).await
+}
+
 /// # Errors
 /// Database errors.
 pub async fn catalog_changed(tx: &mut sqlx::PgConnection) -> Result<(), sqlx::Error> {

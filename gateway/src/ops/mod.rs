@@ -6,6 +6,7 @@
 //! neither opens a transaction or writes an audit row itself.
 
 pub mod access;
+pub mod admin_tokens;
 pub mod catalog;
 pub mod credits;
 mod error;

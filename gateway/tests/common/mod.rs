@@ -85,7 +85,7 @@ pub fn test_settings(database_url: String) -> Settings {
             replica_heartbeat_ms: 500,
             replica_timeout_ms: 30_000,
         },
-        admin: AdminArgs { admin_jwt_secret: Some(ADMIN_SECRET.into()), admin_jwt_public_key: None },
+        admin: AdminArgs { admin_jwt_secret: Some(ADMIN_SECRET.into()), ..AdminArgs::default() },
         workers: WorkerArgs {
             worker_secret_file: None,
             worker_secret: Some(runaii_testkit::WORKER_SECRET.into()),
@@ -180,6 +180,11 @@ pub async fn upsert_model(db: &PgPool, id: &str, (input, output): (rust_decimal:
 }
 
 impl TestApp {
+    /// The app's database, for the command line.
+    pub fn database_url(&self) -> &str {
+        &self.database_url
+    }
+
     /// Adds or changes a catalog model as [`upsert_model`] does (as the command line would, from outside
     /// this replica), then waits until the gateway serves it with the new input price: changes reach a
     /// replica through Postgres notifications, within milliseconds.
@@ -240,9 +245,7 @@ pub fn cost_record(
 }
 
 pub fn admin_token(roles: &[&str], tenant_id: Option<uuid::Uuid>) -> String {
-    let exp = chrono::Utc::now().timestamp().unsigned_abs() + 3600;
-    let claims =
-        runaii_gateway::admin::Claims { sub: "tester".into(), exp, roles: roles.iter().map(|r| (*r).to_owned()).collect(), tenant_id };
+    let claims = runaii_gateway::admin::Claims::new("tester", roles.iter().map(|r| (*r).to_owned()).collect(), tenant_id, 3600);
     runaii_gateway::admin::issue(ADMIN_SECRET, &claims).unwrap()
 }
 
