@@ -70,7 +70,7 @@ export RUNAII_WORKER_TOKEN
 
 say "worker: every layer on the GPU, $threads threads, $slots slots × 4096"
 "$out/runaii-worker" --model-path "$model" --listen "127.0.0.1:$worker_port" --threads "$threads" --slots "$slots" \
-  --ctx-per-slot 4096 --gpu-layers 999 >"$out/worker.log" 2>&1 &
+  --ctx-per-slot 4096 --gpu-layers 999 --accept-bearer >"$out/worker.log" 2>&1 &
 worker_pid=$!
 wait_http "http://127.0.0.1:$worker_port/health" "$worker_pid" 300
 grep -iE "offload|CUDA" "$out/worker.log" | head -n 5 >>"$out/env.txt" || true

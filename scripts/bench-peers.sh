@@ -167,14 +167,15 @@ if [[ " $parts " == *" constrained "* || " $parts " == *" contended "* ]]; then
   [ -x "$llama_server" ] || die "llama-server not found in $cache/venv-llamacpp"
   echo "llama-server: $("$llama_server" --version 2>&1 | grep -m1 version)" >>"$out/env.txt"
 
-  # Both engines check the same bearer token, as the worker does in production.
+  # Both engines check the same bearer token: the worker accepts it (`--accept-bearer`) besides the
+  # signatures gateways send, so the tool can call both alike.
   RUNAII_WORKER_TOKEN="$(RUST_LOG=error "$bin/runaii-gateway" worker-token)"
   export RUNAII_WORKER_TOKEN
   threads="${BENCH_THREADS:-2}"
   say "worker: $threads threads, 8 slots × 4096; llama-server: -t $threads -tb $threads, --parallel 8, -c 32768 (4096 per slot)"
   echo "decoding threads (both engines): $threads" >>"$out/env.txt"
   "$bin/runaii-worker" --model-path "$model" --listen "127.0.0.1:$worker_port" --threads "$threads" --slots 8 --ctx-per-slot 4096 \
-    >"$out/worker.log" 2>&1 &
+    --accept-bearer >"$out/worker.log" 2>&1 &
   worker_pid=$!
   "$llama_server" -m "$model" --host 127.0.0.1 --port "$llama_port" -t "$threads" -tb "$threads" -c 32768 --parallel 8 --api-key "$RUNAII_WORKER_TOKEN" \
     >"$out/llama-server.log" 2>&1 &

@@ -14,7 +14,7 @@ export RUNAII_WORKER_SECRET="bench-threads-$(od -An -N16 -tx1 /dev/urandom | tr 
 token="$("$bin/runaii-gateway" worker-token)"
 metrics() { curl -s -H "authorization: Bearer $token" "localhost:$port/metrics" | grep -E '^runaii_worker_(decode_threads|decode_thread_switches_total|other_processes)'; }
 for adapt in false true; do
-  "$bin/runaii-worker" --listen "127.0.0.1:$port" --threads "$threads" --adapt-threads "$adapt" >/dev/null 2>&1 &
+  "$bin/runaii-worker" --listen "127.0.0.1:$port" --threads "$threads" --adapt-threads "$adapt" --accept-bearer >/dev/null 2>&1 &
   worker=$!
   trap 'kill $worker 2>/dev/null || true' EXIT
   until curl -sf "localhost:$port/health" >/dev/null; do sleep 0.5; done

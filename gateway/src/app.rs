@@ -15,8 +15,15 @@ pub struct Application {
 
 impl Application {
     /// # Errors
-    /// When Postgres is unreachable or the address cannot be bound.
+    /// When Postgres is unreachable, the address cannot be bound, or the settings contradict each other.
     pub async fn build(settings: Settings) -> anyhow::Result<Self> {
+        let limits = &settings.limits;
+        anyhow::ensure!(
+            limits.max_request_s < limits.hold_expiry_s,
+            "--max-request-s ({}) must be shorter than --hold-expiry-s ({}): a request must never outlive its credit hold",
+            limits.max_request_s,
+            limits.hold_expiry_s
+        );
         let listener = TcpListener::bind(settings.listen).await?;
         let metrics_listener = match settings.metrics_listen {
             Some(addr) => Some(TcpListener::bind(addr).await?),

@@ -242,8 +242,8 @@ impl Default for ResponseStoreArgs {
 #[derive(Debug, Clone, Args)]
 pub struct WorkerArgs {
     /// The fleet's shared worker secret, one per line (the first is sent; every line is accepted, for
-    /// rotation). Workers refuse inference without its bearer token, and only announcements signed with
-    /// it are routed to. Re-read while running. `scripts/run.sh` writes `.data/worker-secret`.
+    /// rotation). Every request to a worker is signed with it, and only announcements signed with it are
+    /// routed to. Re-read while running. `scripts/run.sh` writes `.data/worker-secret`.
     #[arg(long, env = "RUNAII_WORKER_SECRET_FILE")]
     pub worker_secret_file: Option<std::path::PathBuf>,
     /// The secret itself, for development and tests; the file is preferred (it can be rotated).
@@ -304,8 +304,14 @@ pub struct LimitArgs {
     #[arg(long, env = "RUNAII_IDEMPOTENCY_MAX_BYTES_PER_TENANT", default_value_t = 256 * 1024 * 1024)]
     pub idempotency_max_bytes_per_tenant: i64,
     /// A credit hold older than this many seconds belongs to a request whose gateway died; it is released.
+    /// Must be longer than `--max-request-s`, so no running request loses its hold.
     #[arg(long, env = "RUNAII_HOLD_EXPIRY_S", default_value_t = 7200)]
     pub hold_expiry_s: u32,
+    /// The longest a request may run, in seconds, streamed or not: past it the answer is ended (a
+    /// stream's last event is an error) and billed for the work done. Shorter than `--hold-expiry-s`, so
+    /// a request never outlives the credit it holds.
+    #[arg(long, env = "RUNAII_MAX_REQUEST_S", default_value_t = 3600, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_request_s: u32,
     /// How often this replica tells the others it is alive (and releases the holds of dead ones), in
     /// milliseconds.
     #[arg(long, env = "RUNAII_REPLICA_HEARTBEAT_MS", default_value_t = 5000, value_parser = clap::value_parser!(u64).range(100..))]

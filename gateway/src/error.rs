@@ -43,6 +43,9 @@ pub enum ApiError {
     /// The answer did not begin within the request's deadline (`upstream::pace`): load, not a fault.
     #[error("the answer did not begin within {0} ms; retry with a smaller max_tokens, or stream it")]
     UpstreamTimeout(u128),
+    /// The request ran past `--max-request-s`: ended, and billed for the work done.
+    #[error("the request ran past the longest a request may run ({0} s) and was ended; ask for fewer tokens")]
+    RequestTimeLimit(u32),
     #[error("the cost ledger is unavailable, so no request can be served")]
     LedgerUnavailable,
     #[error("the request body is larger than {0} bytes")]
@@ -135,7 +138,7 @@ impl ApiError {
             | Self::RateLimiterUnavailable
             | Self::AdminDisabled => StatusCode::SERVICE_UNAVAILABLE,
             Self::UpstreamFailed(_) => StatusCode::BAD_GATEWAY,
-            Self::UpstreamTimeout(_) => StatusCode::GATEWAY_TIMEOUT,
+            Self::UpstreamTimeout(_) | Self::RequestTimeLimit(_) => StatusCode::GATEWAY_TIMEOUT,
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -155,6 +158,7 @@ impl ApiError {
             Self::WorkersBusy(_) => "model_overloaded",
             Self::UpstreamFailed(_) => "upstream_error",
             Self::UpstreamTimeout(_) => "upstream_timeout",
+            Self::RequestTimeLimit(_) => "request_time_limit",
             Self::LedgerUnavailable => "ledger_unavailable",
             Self::PayloadTooLarge(_) => "payload_too_large",
             Self::BodyTimeout(_) => "request_timeout",
@@ -236,7 +240,8 @@ impl ApiError {
             | Self::SpendCapReached { .. }
             | Self::IdempotencyKeyReused
             | Self::IdempotencyQuotaExceeded(_)
-            | Self::StorageQuotaExceeded { .. } => {
+            | Self::StorageQuotaExceeded { .. }
+            | Self::RequestTimeLimit(_) => {
                 headers.insert(HeaderName::from_static("x-should-retry"), HeaderValue::from_static("false"));
             }
             _ if status == StatusCode::SERVICE_UNAVAILABLE => {

@@ -362,10 +362,12 @@ async fn schema_bombs_get_a_fast_400_and_leave_the_worker_serving() {
     assert!(started.elapsed() < Duration::from_secs(10));
 
     // The worker, asked directly, refuses the bomb itself.
+    let bomb = serde_json::to_vec(&with_schema(nested_any_of(15))).unwrap();
     let direct = client()
         .post(format!("{}/v1/chat/completions", common::worker().url))
-        .header("authorization", common::worker_bearer())
-        .json(&with_schema(nested_any_of(15)))
+        .header(runaii_wire::request_signature::HEADER, runaii_testkit::worker_signature("POST", "/v1/chat/completions", "", "", &bomb))
+        .header("content-type", "application/json")
+        .body(bomb)
         .send()
         .await
         .unwrap();

@@ -157,3 +157,31 @@ async fn a_group_is_charged_in_order_and_one_bad_record_spoils_nothing() {
         .unwrap();
     assert_eq!(ids, ["g-1", "g-2", "g-3", "g-4"]);
 }
+
+/// No request outlives its credit hold: a stream still running `--max-request-s` after it was sent is
+/// ended with an error event and billed for the tokens generated (before, it ran on however long it took,
+/// past the hold's expiry, and the credit it held could be spent again); and a gateway whose requests
+/// could outlive their holds refuses to start.
+#[tokio::test]
+async fn a_stream_past_the_request_time_limit_is_ended_and_billed() {
+    let app = common::spawn_app_with(|s| s.limits.max_request_s = 2).await;
+    let started = std::time::Instant::now();
+    let response = app.post("/v1/chat/completions", &runaii_testkit::long_answer_request(2000, 3000, true)).await;
+    assert_eq!(response.status(), 200);
+    let text = response.text().await.unwrap();
+    let elapsed = started.elapsed();
+    assert!(elapsed < std::time::Duration::from_secs(12), "ended near its 2 s limit, took {elapsed:?}");
+    let last = runaii_testkit::sse_data(&text).into_iter().last().unwrap();
+    let last: Value = serde_json::from_str(&last).unwrap_or_else(|_| panic!("the last event is the error: {last}"));
+    assert_eq!(last["error"]["code"], "request_time_limit", "{last}");
+    let rows = app.cost_rows().await;
+    assert_eq!(rows.len(), 1, "one record: {rows:?}");
+    let (_, status, input, output, cost, code) = &rows[0];
+    assert_eq!((status.as_str(), code.as_deref()), ("failed", Some("request_time_limit")));
+    assert!(*input > 0 && *output > 0 && *cost > Decimal::ZERO, "the work done is billed: {rows:?}");
+
+    let mut settings = common::test_settings(app.database_url().to_owned());
+    settings.limits.max_request_s = settings.limits.hold_expiry_s;
+    let refused = runaii_gateway::app::Application::build(settings).await.unwrap_err();
+    assert!(refused.to_string().contains("--max-request-s"), "{refused}");
+}

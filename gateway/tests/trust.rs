@@ -114,7 +114,8 @@ async fn worker_failing_once() -> (String, Arc<AtomicUsize>) {
         let counter = Arc::clone(&counter);
         let bearer = bearer.clone();
         async move {
-            assert_eq!(headers.get("authorization").unwrap().to_str().unwrap(), bearer, "the gateway sends the worker credential");
+            assert_eq!(headers.get("authorization").unwrap().to_str().unwrap(), bearer, "a configured worker gets the static bearer");
+            assert!(headers.contains_key(runaii_wire::request_signature::HEADER), "and every worker a signed request");
             if counter.fetch_add(1, Ordering::SeqCst) == 0 {
                 let error = json!({"error": {"message": "the answer failed validation against the requested schema", "type": "server_error", "param": null, "code": "output_validation_failed"}});
                 return (axum::http::StatusCode::INTERNAL_SERVER_ERROR, axum::Json(error));

@@ -15,10 +15,33 @@ pub const MODEL: &str = "smollm2-135m-instruct";
 /// The worker secret test workers and gateways share.
 pub const WORKER_SECRET: &str = "test-worker-secret-of-at-least-32-bytes!";
 
-/// The `Authorization` value a gateway sends to test workers.
+/// The fleet secret of test workers and gateways.
+#[must_use]
+pub fn worker_secrets() -> runaii_wire::worker_auth::WorkerSecrets {
+    runaii_wire::worker_auth::WorkerSecrets::load(None, Some(&WORKER_SECRET.into())).unwrap()
+}
+
+/// The static `Authorization` value: what an engine of another make is given, and what a test worker
+/// started with `--accept-bearer` accepts.
 #[must_use]
 pub fn worker_bearer() -> String {
-    runaii_wire::worker_auth::WorkerSecrets::load(None, Some(&WORKER_SECRET.into())).unwrap().bearer_header()
+    worker_secrets().bearer_header()
+}
+
+/// The `x-runaii-signature` value a gateway would send with this request now, under a nonce no other
+/// call in this process uses.
+#[must_use]
+pub fn worker_signature(method: &str, path: &str, scope: &str, priority: &str, body: &[u8]) -> String {
+    use runaii_wire::request_signature::{sign, Signed};
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let since_epoch = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap();
+    let mut nonce = [0u8; 16];
+    nonce[..8].copy_from_slice(&NEXT.fetch_add(1, Ordering::Relaxed).to_le_bytes());
+    nonce[8..12].copy_from_slice(&std::process::id().to_le_bytes());
+    nonce[12..].copy_from_slice(&since_epoch.subsec_nanos().to_le_bytes());
+    let now_ms = u64::try_from(since_epoch.as_millis()).unwrap();
+    sign(&worker_secrets(), &Signed { method, path, scope, priority, body }, now_ms, nonce)
 }
 
 /// The repository root: the parent of the package whose tests are running.

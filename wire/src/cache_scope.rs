@@ -5,11 +5,16 @@
 //! prompt or document. So every request the gateway sends carries its tenant's scope, and a worker
 //! reuses a cached prefix only for a request of the same scope.
 //!
-//! The scope is a one-way function of the tenant id: workers never learn who the tenant is. It rides in
-//! a header only the gateway sets: workers accept inference only from gateways (`worker_auth`), and the
-//! gateway builds the header itself, never from anything the client sent.
+//! The scope is an HMAC of the tenant id under the fleet's worker secret: workers never learn who the
+//! tenant is, and whoever knows a tenant's id cannot compute its scope. It rides in a header only the
+//! gateway sets and signs (`request_signature`): workers accept inference only from gateways, and the
+//! gateway builds the header itself, never from anything the client sent. A rotation of the secret gives
+//! every tenant a new scope, so the prefix cache starts cold once.
 
-use sha2::{Digest, Sha256};
+use crate::worker_auth::WorkerSecrets;
+
+/// Domain separation from the other values made of the fleet secret.
+const LABEL: &[u8] = b"runaii cache scope v2\n";
 
 /// The header a gateway puts on every request to a worker.
 pub const HEADER: &str = "x-runaii-cache-scope";
@@ -23,11 +28,16 @@ const MAX_LEN: usize = 64;
 pub struct CacheScope(Option<Box<str>>);
 
 impl CacheScope {
-    /// The scope of a tenant, from its id's bytes.
+    /// The scope of a tenant, from its id's bytes, under the current worker secret.
     #[must_use]
-    pub fn of_tenant(tenant_id: &[u8]) -> Self {
-        let digest = Sha256::new().chain_update(b"runaii cache scope v1\0").chain_update(tenant_id).finalize();
-        Self(Some(hex::encode(&digest[..16]).into()))
+    pub fn of_tenant(secrets: &WorkerSecrets, tenant_id: &[u8]) -> Self {
+        Self(Some(hex::encode(&secrets.mac_current(LABEL, tenant_id)[..16]).into()))
+    }
+
+    /// The scope's bytes as a cache key part: empty for a direct caller.
+    #[must_use]
+    pub fn as_bytes(&self) -> &[u8] {
+        self.0.as_deref().map_or(&[][..], str::as_bytes)
     }
 
     /// The scope a header value names. Empty, over-long or non-token values are refused (`None`), so a
@@ -49,16 +59,33 @@ impl CacheScope {
 mod tests {
     use super::*;
 
+    fn secrets(text: &str) -> WorkerSecrets {
+        WorkerSecrets::load(None, Some(&text.into())).unwrap()
+    }
+
+    const A: &str = "a-secret-of-at-least-thirty-two-bytes-0001";
+
     #[test]
     fn tenants_get_distinct_stable_scopes_that_round_trip() {
-        let a = CacheScope::of_tenant(&[1; 16]);
-        let b = CacheScope::of_tenant(&[2; 16]);
+        let fleet = secrets(A);
+        let a = CacheScope::of_tenant(&fleet, &[1; 16]);
+        let b = CacheScope::of_tenant(&fleet, &[2; 16]);
         assert_ne!(a, b);
-        assert_eq!(a, CacheScope::of_tenant(&[1; 16]));
+        assert_eq!(a, CacheScope::of_tenant(&fleet, &[1; 16]));
         let value = a.header_value().unwrap_or_default();
         assert_eq!(value.len(), 32);
         assert_eq!(CacheScope::parse(value), Some(a));
         assert_ne!(CacheScope::default(), b, "no header is not any tenant's scope");
+    }
+
+    #[test]
+    fn a_scope_cannot_be_computed_from_the_tenant_id_alone() {
+        let tenant = [1; 16];
+        let other_fleet = secrets("b-secret-of-at-least-thirty-two-bytes-0002");
+        assert_ne!(CacheScope::of_tenant(&secrets(A), &tenant), CacheScope::of_tenant(&other_fleet, &tenant));
+        use sha2::{Digest, Sha256};
+        let unkeyed = Sha256::new().chain_update(b"runaii cache scope v1\0").chain_update(tenant).finalize();
+        assert_ne!(CacheScope::of_tenant(&secrets(A), &tenant).header_value(), Some(hex::encode(&unkeyed[..16]).as_str()));
     }
 
     #[test]

@@ -5,8 +5,8 @@
 //! unchanged.
 //!
 //! Besides the types, what both binaries must do alike: the schema budget checked before any compile
-//! (`schema_budget`), the worker credential and signed registry announcements (`worker_auth`,
-//! `announcement`), whose prompt cache a request may read (`cache_scope`), a request's admission class at the worker (`priority`), Prometheus exposition (`metrics`), reaching Redis or a Redis Cluster (`redis_link`) and stopping on SIGTERM (`shutdown`).
+//! (`schema_budget`), the worker credential, signed requests and signed registry announcements
+//! (`worker_auth`, `request_signature`, `announcement`), whose prompt cache a request may read (`cache_scope`), a request's admission class at the worker (`priority`), Prometheus exposition (`metrics`), reaching Redis or a Redis Cluster (`redis_link`) and stopping on SIGTERM (`shutdown`).
 
 pub mod announcement;
 pub mod cache_scope;
@@ -16,6 +16,7 @@ pub mod metrics;
 pub mod openapi;
 pub mod priority;
 pub mod redis_link;
+pub mod request_signature;
 pub mod schema_budget;
 pub mod shutdown;
 pub mod worker_auth;

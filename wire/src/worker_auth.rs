@@ -1,10 +1,15 @@
 //! The credential gateways and workers share, and what each side proves with it.
 //!
 //! One fleet-wide secret (a file with one secret per line, or a literal for tests and development) gives
-//! two things, each derived so that neither reveals the other:
+//! several things, each derived under its own label so that none reveals another:
 //!
-//! - **the gateway → worker bearer token**: workers refuse inference without it, so a worker reachable by
-//!   anything else on the network serves nobody but the gateways;
+//! - **the gateway → worker request signature** (`request_signature`): bound to the time and to the
+//!   request, so a worker reachable by anything else on the network serves nobody but the gateways, and
+//!   a request seen on the network can be neither replayed nor edited;
+//! - **the static bearer token**: for an OpenAI-compatible engine of another make (llama-server's
+//!   `--api-key`) that cannot check a signature. It is weaker (whoever sees it can use it until the secret
+//!   rotates), so runaii workers do not accept it unless started with `--accept-bearer`;
+//! - **tenants' cache scopes** (`cache_scope`): keyed, so a tenant id alone does not give its scope;
 //! - **the worker's signed announcement**: an HMAC-SHA256 over the exact status text a worker writes to
 //!   the Redis registry. Gateways route only to announcements that verify, so write access to Redis alone
 //!   cannot send a customer's prompt to a listener of the attacker's choosing or decide a bill.
@@ -203,6 +208,27 @@ impl WorkerSecrets {
     #[must_use]
     pub fn sign(&self, payload: &str) -> String {
         hex::encode(announcement_mac(self.keys().current(), payload).finalize().into_bytes())
+    }
+
+    /// An HMAC under the current secret of `label` then `data`: what the other keyed values of the fleet
+    /// (request signatures, cache scopes) are made of, each under its own label.
+    #[must_use]
+    pub(crate) fn mac_current(&self, label: &[u8], data: &[u8]) -> [u8; 32] {
+        let mut mac = keyed(self.keys().current());
+        mac.update(label);
+        mac.update(data);
+        mac.finalize().into_bytes().into()
+    }
+
+    /// Whether `mac` is the HMAC of `label` then `data` under any accepted secret (constant time).
+    #[must_use]
+    pub(crate) fn verify_mac(&self, label: &[u8], data: &[u8], mac: &[u8]) -> bool {
+        self.keys().secrets.iter().any(|secret| {
+            let mut expected = keyed(secret);
+            expected.update(label);
+            expected.update(data);
+            expected.verify_slice(mac).is_ok()
+        })
     }
 
     /// Whether `signature` (hex) is the signature of `payload` under any accepted secret.

@@ -13,6 +13,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
+use runaii_wire::cache_scope::CacheScope;
 use serde_json::{json, Value};
 
 #[derive(Parser)]
@@ -89,7 +90,8 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 async fn main() {
     let args = Args::parse();
     // Workers serve only gateways: the bearer token of the fleet's secret (`runaii-gateway worker-token`),
-    // from RUNAII_WORKER_TOKEN, as scripts/bench_peers.py sends it.
+    // from RUNAII_WORKER_TOKEN, as scripts/bench_peers.py sends it, to a worker started with
+    // `--accept-bearer`.
     let mut headers = reqwest::header::HeaderMap::new();
     if let Ok(token) = std::env::var("RUNAII_WORKER_TOKEN") {
         headers.insert(reqwest::header::AUTHORIZATION, format!("Bearer {token}").parse().unwrap());
@@ -150,7 +152,7 @@ fn compile_times(args: &Args) {
     for file in &files {
         let schema: Value = serde_json::from_slice(&std::fs::read(file).unwrap()).unwrap();
         let started = Instant::now();
-        if compiler.compile(&ConstraintSpec::JsonSchema(schema)).is_err() {
+        if compiler.compile(&ConstraintSpec::JsonSchema(schema), &CacheScope::default()).is_err() {
             refused += 1;
         }
         times.push(started.elapsed().as_secs_f64() * 1000.0);

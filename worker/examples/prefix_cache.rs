@@ -80,7 +80,7 @@ async fn main() {
         exe.parent().and_then(|examples| examples.parent()).unwrap().join("runaii-worker")
     });
     let threads = args.threads.to_string();
-    let worker = runaii_testkit::start_worker(&binary, &["--threads", &threads]);
+    let worker = runaii_testkit::start_worker(&binary, &["--threads", &threads, "--accept-bearer"]);
     let mut headers = reqwest::header::HeaderMap::new();
     headers.insert(reqwest::header::AUTHORIZATION, runaii_testkit::worker_bearer().parse().unwrap());
     let client = reqwest::Client::builder().default_headers(headers).build().unwrap();

@@ -38,6 +38,7 @@ impl Application {
             loaded: Arc::new(OnceLock::new()),
             metrics: Arc::new(HttpMetrics::default()),
             secrets,
+            replays: Arc::default(),
         };
         Ok(Self { listener, state, loading })
     }

@@ -63,13 +63,18 @@ pub struct Settings {
     #[arg(long, env = "RUNAII_ADVERTISE_URL")]
     pub advertise_url: Option<String>,
     /// The fleet's shared worker secret, one per line (the first signs; every line is accepted, for
-    /// rotation). Inference needs the bearer token derived from it; announcements are signed with it.
+    /// rotation). Inference needs a gateway's signature under it; announcements are signed with it.
     /// Re-read while running. `scripts/run.sh` writes `.data/worker-secret`.
     #[arg(long, env = "RUNAII_WORKER_SECRET_FILE")]
     pub worker_secret_file: Option<PathBuf>,
     /// The secret itself, for development and tests; the file is preferred (it can be rotated).
     #[arg(long, env = "RUNAII_WORKER_SECRET", hide_env_values = true)]
     pub worker_secret: Option<SecretText>,
+    /// Also serve requests that carry the static bearer token (`runaii-gateway worker-token`) instead of
+    /// a gateway's signature: for benchmark tools that call a worker directly. Weaker: whoever sees the
+    /// token on the network can use it until the secret rotates.
+    #[arg(long, env = "RUNAII_ACCEPT_BEARER")]
+    pub accept_bearer: bool,
     /// Exit when standard input closes: lets a parent process (tests, supervisors) tie our life to its own.
     #[arg(long, hide = true)]
     pub exit_on_stdin_eof: bool,

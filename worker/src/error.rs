@@ -30,7 +30,7 @@ pub enum ApiError {
     OutputInvalid(#[from] OutputViolation),
     #[error("{0}")]
     Engine(#[from] EngineFailure),
-    #[error("this worker serves only its gateways: send the bearer token of the fleet's worker secret")]
+    #[error("this worker serves only its gateways: requests must be signed with the fleet's worker secret")]
     Unauthorized,
     #[error("no route for this path")]
     NoRoute,

@@ -138,13 +138,7 @@ async fn assert_error(body: Value, want_status: u16, code: &str) {
 #[tokio::test]
 async fn bad_input_is_a_clear_4xx_and_the_worker_lives() {
     let base = &worker().url;
-    let raw = common::client()
-        .post(format!("{base}/v1/chat/completions"))
-        .header("content-type", "application/json")
-        .body("{\"model\": ")
-        .send()
-        .await
-        .unwrap();
+    let raw = common::signed_post(&format!("{base}/v1/chat/completions"), &[], b"{\"model\": ".to_vec()).send().await.unwrap();
     assert_eq!(raw.status(), 400);
     let body: Value = raw.json().await.unwrap();
     assert_eq!(body["error"]["code"], "invalid_json");
@@ -190,7 +184,7 @@ async fn bad_input_is_a_clear_4xx_and_the_worker_lives() {
     let oversized = "x".repeat(5 * 1024 * 1024);
     let mut answered = false;
     for _ in 0..5 {
-        match common::client().post(format!("{base}/v1/chat/completions")).body(oversized.clone()).send().await {
+        match common::signed_post(&format!("{base}/v1/chat/completions"), &[], oversized.clone().into_bytes()).send().await {
             Ok(r) => {
                 assert_eq!(r.status(), 413);
                 answered = true;
@@ -217,26 +211,54 @@ async fn health_and_metrics_describe_the_replica() {
 }
 
 /// Anything that can reach a worker but is not a gateway gets no inference: no credential, a wrong one,
-/// or the secret itself sent as the token (the bearer is derived from it, never the secret).
+/// the secret itself sent as the token, the static bearer token (weaker: only for `--accept-bearer`),
+/// or a gateway's signed request copied off the network and replayed, edited, or sent late.
 #[tokio::test]
-async fn inference_needs_the_gateway_credential_and_health_stays_open() {
+async fn inference_needs_a_fresh_gateway_signature_and_health_stays_open() {
+    use runaii_wire::request_signature::HEADER;
     let base = &worker().url;
     let request = json!({"model": MODEL, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 1});
+    let body = serde_json::to_vec(&request).unwrap();
     let url = format!("{base}/v1/chat/completions");
+    let path = "/v1/chat/completions";
+    let captured = runaii_testkit::worker_signature("POST", path, "", "", &body);
+    let (status, answer) = common::post(base, &request).await;
+    assert_eq!(status, 200, "the gateway's signature is accepted: {answer}");
+    let accepted = common::client().post(&url).header(HEADER, &captured).header("content-type", "application/json").body(body.clone());
+    assert_eq!(accepted.send().await.unwrap().status(), 200, "a fresh signature, once");
+
+    let edited =
+        serde_json::to_vec(&json!({"model": MODEL, "messages": [{"role": "user", "content": "write an essay"}], "max_tokens": 500}))
+            .unwrap();
+    let other_scope = runaii_testkit::worker_signature("POST", path, "", "", &body);
+    let now_ms = u64::try_from(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis()).unwrap();
+    let late = runaii_wire::request_signature::sign(
+        &runaii_testkit::worker_secrets(),
+        &runaii_wire::request_signature::Signed { method: "POST", path, scope: "", priority: "", body: &body },
+        now_ms - 60_000,
+        [9; 16],
+    );
+    let anonymous = common::anonymous_client;
     let refusals = [
-        common::anonymous_client().post(&url).json(&request),
-        common::anonymous_client().post(&url).bearer_auth("not-the-token").json(&request),
-        common::anonymous_client().post(&url).bearer_auth(runaii_testkit::WORKER_SECRET).json(&request),
+        ("no credential", anonymous().post(&url).json(&request)),
+        ("a wrong token", anonymous().post(&url).bearer_auth("not-the-token").json(&request)),
+        ("the secret as a token", anonymous().post(&url).bearer_auth(runaii_testkit::WORKER_SECRET).json(&request)),
+        ("the static bearer", anonymous().post(&url).header("authorization", runaii_testkit::worker_bearer()).json(&request)),
+        ("a replay", anonymous().post(&url).header(HEADER, &captured).body(body.clone())),
+        ("another body", anonymous().post(&url).header(HEADER, &captured).body(edited)),
+        (
+            "another tenant's cache",
+            anonymous().post(&url).header(HEADER, &other_scope).header(runaii_wire::cache_scope::HEADER, "victim").body(body.clone()),
+        ),
+        ("a minute late", anonymous().post(&url).header(HEADER, &late).body(body.clone())),
     ];
-    for refused in refusals {
+    for (what, refused) in refusals {
         let r = refused.send().await.unwrap();
-        assert_eq!(r.status(), 401);
+        assert_eq!(r.status(), 401, "{what}");
         let body: Value = r.json().await.unwrap();
-        assert_eq!(body["error"]["code"], "invalid_worker_credential", "{body}");
+        assert_eq!(body["error"]["code"], "invalid_worker_credential", "{what}: {body}");
         assert!(body.get("choices").is_none());
     }
     let health = common::anonymous_client().get(format!("{base}/health")).send().await.unwrap();
     assert_eq!(health.status(), 200, "probes need no credential");
-    let (status, body) = post(base, &request).await;
-    assert_eq!(status, 200, "the gateway's credential is accepted: {body}");
 }

@@ -25,7 +25,7 @@ async fn stream_follows_openai_chunk_rules() {
     let mut req = common::invoice_request();
     req["stream"] = json!(true);
     req["stream_options"] = json!({"include_usage": true});
-    let response = common::client().post(format!("{base}/v1/chat/completions")).json(&req).send().await.unwrap();
+    let response = common::post_chat(base, &req).send().await.unwrap();
     assert_eq!(response.status(), 200);
     assert!(response.headers()["content-type"].to_str().unwrap().starts_with("text/event-stream"));
     let payloads = sse_payloads(response).await;
@@ -106,7 +106,7 @@ async fn disconnect_mid_stream_frees_the_slot_and_counts_tokens() {
     let tokens_before = metric(base, "runaii_worker_completion_tokens_total").await;
     // A schema that needs hundreds of tokens, so the answer is still running when we leave.
     let req = runaii_testkit::long_answer_request(600, 2000, true);
-    let response = common::client().post(format!("{base}/v1/chat/completions")).json(&req).send().await.unwrap();
+    let response = common::post_chat(base, &req).send().await.unwrap();
     let mut body = response.bytes_stream();
     let mut seen = Vec::new();
     while seen.len() < 8_000 {

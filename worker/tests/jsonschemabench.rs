@@ -25,6 +25,7 @@ use futures::StreamExt;
 use llama_cpp_2::llama_backend::LlamaBackend;
 use llama_cpp_2::model::params::LlamaModelParams;
 use llama_cpp_2::model::LlamaModel;
+use runaii_wire::cache_scope::CacheScope;
 use runaii_worker::constraint::{ActiveConstraint, ConstraintCompiler, ConstraintSpec};
 use serde_json::{json, Value};
 
@@ -72,6 +73,21 @@ fn engine() -> &'static Engine {
     })
 }
 
+/// A compiled schema is reused within the tenant that sent it, never across tenants: a fast first
+/// request would tell one tenant that another sent the same (possibly confidential) schema.
+#[test]
+fn compiled_constraints_are_shared_only_within_a_cache_scope() {
+    let Engine { compiler, .. } = engine();
+    let secrets = runaii_testkit::worker_secrets();
+    let (a, b) = (CacheScope::of_tenant(&secrets, b"tenant a"), CacheScope::of_tenant(&secrets, b"tenant b"));
+    let spec = ConstraintSpec::JsonSchema(json!({"type": "object", "properties": {"salary_band": {"enum": ["L7", "L8"]}}}));
+    let first = compiler.compile(&spec, &a).unwrap();
+    assert!(Arc::ptr_eq(&first, &compiler.compile(&spec, &a).unwrap()), "the same tenant reuses its compile");
+    let neighbour = compiler.compile(&spec, &b).unwrap();
+    assert!(!Arc::ptr_eq(&first, &neighbour), "another tenant compiles its own");
+    assert!(!Arc::ptr_eq(&first, &compiler.compile(&spec, &CacheScope::default()).unwrap()), "nor does a direct caller share it");
+}
+
 #[test]
 fn schema_support_on_valid_and_invalid_instances() {
     let cases = cases();
@@ -83,7 +99,7 @@ fn schema_support_on_valid_and_invalid_instances() {
     let (mut valid_seen, mut grammar_admits) = (0, 0);
     let mut validator_disagrees = Vec::new();
     for case in &cases {
-        let compiled = match compiler.compile(&ConstraintSpec::JsonSchema(case.schema.clone())) {
+        let compiled = match compiler.compile(&ConstraintSpec::JsonSchema(case.schema.clone()), &CacheScope::default()) {
             Ok(c) => c,
             Err(refusal) => {
                 assert!(!refusal.to_string().is_empty());
@@ -143,7 +159,7 @@ fn every_document_the_grammar_admits_passes_the_validator() {
     let (mut complete, mut abandoned) = (0, 0);
     let mut rejected = Vec::new();
     for case in cases() {
-        let Ok(compiled) = compiler.compile(&ConstraintSpec::JsonSchema(case.schema.clone())) else { continue };
+        let Ok(compiled) = compiler.compile(&ConstraintSpec::JsonSchema(case.schema.clone()), &CacheScope::default()) else { continue };
         let validator = compiled.validator().unwrap();
         for walk in 0..WALKS {
             let Ok(ActiveConstraint::Llguidance(mut matcher)) = compiled.start(model) else { panic!("llguidance") };

@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{client, metric, post, MODEL};
+use common::{metric, post, MODEL};
 use runaii_wire::cache_scope::{self, CacheScope};
 use serde_json::{json, Value};
 
@@ -80,7 +80,8 @@ async fn with_the_cache_off_every_prompt_is_decoded_whole() {
 }
 
 async fn post_scoped(base: &str, body: &Value, scope: &str) -> Value {
-    let r = client().post(format!("{base}/v1/chat/completions")).header(cache_scope::HEADER, scope).json(body).send().await.unwrap();
+    let url = format!("{base}/v1/chat/completions");
+    let r = common::signed_post(&url, &[(cache_scope::HEADER, scope)], serde_json::to_vec(body).unwrap()).send().await.unwrap();
     assert_eq!(r.status(), 200);
     r.json().await.unwrap()
 }
@@ -90,7 +91,7 @@ async fn one_tenant_never_reads_another_tenant_s_cached_prefix() {
     // One slot: both tenants' prompts land on the same sequence, so only the scope can keep them apart.
     let worker = common::start(&["--slots", "1"]);
     let base = &worker.url;
-    let scope = |name: &[u8]| CacheScope::of_tenant(name).header_value().unwrap().to_owned();
+    let scope = |name: &[u8]| CacheScope::of_tenant(&runaii_testkit::worker_secrets(), name).header_value().unwrap().to_owned();
     let (a, b) = (scope(b"tenant a"), scope(b"tenant b"));
     let question = request("Invoice 4: item group 3, 7.00 EUR. What is the amount?");
 
@@ -105,12 +106,8 @@ async fn one_tenant_never_reads_another_tenant_s_cached_prefix() {
     let unscoped = post(base, &question).await.1;
     assert_eq!(cached(&unscoped), 0, "a request without a scope reads no tenant's cache");
 
-    let r = client()
-        .post(format!("{base}/v1/chat/completions"))
-        .header(cache_scope::HEADER, "not a scope")
-        .json(&question)
-        .send()
-        .await
-        .unwrap();
+    let url = format!("{base}/v1/chat/completions");
+    let r =
+        common::signed_post(&url, &[(cache_scope::HEADER, "not a scope")], serde_json::to_vec(&question).unwrap()).send().await.unwrap();
     assert_eq!(r.status(), 400, "a malformed scope is refused, not read as none");
 }

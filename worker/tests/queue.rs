@@ -13,7 +13,7 @@ async fn full_queue_answers_503_with_retry_after() {
     let long = runaii_testkit::long_answer_request(200, 300, false);
     let send = |base: String, long: serde_json::Value| {
         tokio::spawn(async move {
-            let r = common::client().post(format!("{base}/v1/chat/completions")).json(&long).send().await.unwrap();
+            let r = common::post_chat(&base, &long).send().await.unwrap();
             let retry_after = r.headers().get("retry-after").map(|v| v.to_str().unwrap().to_owned());
             let status = r.status().as_u16();
             let body: serde_json::Value = r.json().await.unwrap();

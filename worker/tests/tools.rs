@@ -7,7 +7,7 @@ mod common;
 
 use std::sync::OnceLock;
 
-use common::{client, post, start, worker, MODEL};
+use common::{post, start, worker, MODEL};
 use runaii_testkit::{sse_data, weather_request, weather_tool, WorkerProcess};
 use serde_json::{json, Value};
 
@@ -87,15 +87,7 @@ async fn tools_and_response_format_give_a_call_or_matching_json() {
 #[tokio::test]
 async fn streamed_calls_send_id_and_name_once_then_arguments() {
     for url in [&worker().url, &hermes_worker().url] {
-        let text = client()
-            .post(format!("{url}/v1/chat/completions"))
-            .json(&weather_request(&json!("required"), true))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
+        let text = common::post_chat(url, &weather_request(&json!("required"), true)).send().await.unwrap().text().await.unwrap();
         let events = sse_data(&text);
         assert_eq!(events.last().unwrap(), "[DONE]");
         let chunks: Vec<Value> = events[..events.len() - 1].iter().map(|e| serde_json::from_str(e).unwrap()).collect();

@@ -62,6 +62,8 @@ error_responses! {
     Unavailable(ErrorBody) [("retry-after" = String, description = "Seconds to wait: `1`")];
     /// `upstream_timeout`: a whole (non-streamed) answer did not begin within its deadline (the base
     /// headers timeout plus `max_tokens` at the model's speed). Recorded `failed`; stream it instead.
+    /// `request_time_limit` (`x-should-retry: false`): a stream ran past the longest a request may run;
+    /// as the last event of the stream.
     GatewayTimeout(ErrorBody);
 
     /// `invalid_request_error`: the request is malformed or asks for what the gateway or the engine

@@ -5,7 +5,9 @@
 //! that disconnects is billed for the tokens delivered until then (the worker reports a running count on
 //! every chunk), and the worker is released at once. A client that stops reading is cut after
 //! `client_write_timeout_ms` and billed the same way; a worker silent for `worker_idle_timeout_ms` fails
-//! the stream. On a complete answer the cost record is committed before the dialect's last events go out.
+//! the stream. A stream still running `--max-request-s` after it was sent is ended with an error event
+//! and billed for the tokens generated, so no request outlives its credit hold. On a complete answer the
+//! cost record is committed before the dialect's last events go out.
 
 use std::convert::Infallible;
 use std::time::Duration;
@@ -154,9 +156,11 @@ async fn run(ledger: Ledger, upstream: Upstream, mut dialect: impl Events, tx: T
         cancelled(&ledger, reader, delivered).await;
         return false;
     }
+    let ends = tokio::time::Instant::from_std(limits.ends);
     loop {
         let next = tokio::select! {
             () = tx.closed() => None,
+            () = tokio::time::sleep_until(ends) => return past_time_limit(&ledger, reader, &metered, &mut dialect, &tx, limits.max_request_s).await,
             next = reader.next_data() => Some(next),
         };
         let Some(next) = next else {
@@ -218,6 +222,27 @@ async fn cancelled<S>(ledger: &Ledger, reader: SseReader<S>, delivered: Tokens) 
     if let Err(e) = ledger.record_delivered(Outcome::Cancelled(delivered)).await {
         tracing::error!(request_id = %ledger.request_id, error = %e, "cancelled stream not recorded");
     }
+}
+
+/// The stream ran past the longest a request may run: the worker is released, the client gets one clean
+/// error, and the work done (the worker's running count) is billed.
+async fn past_time_limit<S>(
+    ledger: &Ledger,
+    reader: SseReader<S>,
+    metered: &Metered,
+    dialect: &mut impl Events,
+    tx: &Tx,
+    max_s: u32,
+) -> bool {
+    drop(reader);
+    let error = ApiError::RequestTimeLimit(max_s);
+    tracing::warn!(request_id = %ledger.request_id, max_s, "stream ran past the request time limit; ended");
+    let outcome = Outcome::Failed { tokens: metered.tokens, http_status: error.status().as_u16(), error_code: error.code() };
+    if let Err(e) = ledger.record_delivered(outcome).await {
+        tracing::error!(request_id = %ledger.request_id, error = %e, "stream past its time limit not recorded");
+    }
+    send_all(tx, dialect.error(&error), CLIENT_ERROR_WAIT).await;
+    false
 }
 
 fn carries_answer(chunk: &Value) -> bool {

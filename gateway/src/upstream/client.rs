@@ -5,7 +5,10 @@
 //! already be on its way to the client.
 //!
 //! Every request carries its tenant's cache scope (`runaii_wire::cache_scope`): a worker reuses a cached
-//! prompt prefix only for the tenant that left it.
+//! prompt prefix only for the tenant that left it. Every request is signed (`runaii_wire::request_signature`):
+//! the signature covers the time, a fresh nonce, the scope, the class and the body, so a request copied
+//! off the network can be neither replayed nor edited. A worker configured in the catalog also gets the
+//! static bearer token, for an engine of another make that cannot check a signature.
 //!
 //! What a worker answers about the request itself (a 4xx, a 5xx such as a failed validation) is that
 //! request's outcome: it never takes the worker out of rotation for everyone else. Nor does a request
@@ -19,9 +22,11 @@
 
 use std::time::{Duration, Instant};
 
-use reqwest::header::{HeaderMap, HeaderValue, AUTHORIZATION};
+use reqwest::header::{HeaderMap, HeaderValue, AUTHORIZATION, CONTENT_TYPE};
+use runaii_wire::announcement;
 use runaii_wire::cache_scope::{self, CacheScope};
 use runaii_wire::priority::{self, Priority};
+use runaii_wire::request_signature::{self, Signed};
 use serde_json::Value;
 use tracing::field::Empty;
 use tracing::Instrument as _;
@@ -52,6 +57,9 @@ pub struct Limits {
     pub worker_idle: Duration,
     /// A streaming client leaving the next chunk untaken.
     pub client_write: Duration,
+    /// When the request must end, however it is going (`--max-request-s` from its send), and that limit.
+    pub ends: Instant,
+    pub max_request_s: u32,
 }
 
 /// What the gateway asks of a worker, besides the body.
@@ -65,6 +73,9 @@ pub struct Ask<'a> {
     pub stream: bool,
     pub priority: Priority,
 }
+
+/// The worker's route, as signed and as sent.
+const CHAT_PATH: &str = "/v1/chat/completions";
 
 /// Tries at most this many workers for one request.
 const ATTEMPTS: usize = 2;
@@ -92,17 +103,22 @@ pub async fn send(state: &AppState, ask: &Ask<'_>, body: &Value) -> Result<Upstr
         return Err(ApiError::NoReadyWorker(model.to_owned()));
     }
     let timeout = deadline(state, ask);
+    let max_request_s = state.settings.limits.max_request_s;
     let limits = Limits {
         worker_idle: Duration::from_millis(state.settings.workers.worker_idle_timeout_ms),
         client_write: Duration::from_millis(state.settings.client_write_timeout_ms),
+        ends: Instant::now() + Duration::from_secs(u64::from(max_request_s)),
+        max_request_s,
     };
-    let scope = CacheScope::of_tenant(tenant.as_bytes());
+    let scope = CacheScope::of_tenant(&state.secrets, tenant.as_bytes());
+    // Serialized once: the signature covers these exact bytes, whichever worker they go to.
+    let body = serde_json::to_vec(body).map_err(|e| ApiError::Internal(format!("cannot serialize the worker request: {e}")))?;
     let mut all_busy = true;
     let mut last_failure = String::new();
     for worker in workers.iter().take(ATTEMPTS) {
         let started = Instant::now();
         let in_flight = state.registry.start_request(&worker.url);
-        match attempt(state, &worker.url, body, ask, &scope, timeout).await {
+        match attempt(state, &worker.url, &body, ask, &scope, timeout).await {
             Attempt::Answered(response) if response.status() == reqwest::StatusCode::SERVICE_UNAVAILABLE => {
                 // A full queue is load, not failure, and nothing ran: try the next worker.
                 tracing::info!(%request_id, worker = %worker.url, "worker at capacity; trying another");
@@ -133,17 +149,18 @@ pub async fn send(state: &AppState, ask: &Ask<'_>, body: &Value) -> Result<Upstr
 }
 
 /// How long the worker may take to begin its answer: the base headers timeout, and for a whole answer
-/// the generation of `max_tokens` at the model's speed besides.
+/// the generation of `max_tokens` at the model's speed besides; never past the longest a request may run.
 fn deadline(state: &AppState, ask: &Ask<'_>) -> Duration {
     let workers = &state.settings.workers;
     let base = Duration::from_millis(workers.worker_headers_timeout_ms);
+    let longest = Duration::from_secs(u64::from(state.settings.limits.max_request_s));
     if ask.stream {
-        return base;
+        return base.min(longest);
     }
-    state.registry.pace().whole_answer_within(ask.model, base, ask.max_tokens, workers.worker_min_tokens_per_second)
+    state.registry.pace().whole_answer_within(ask.model, base, ask.max_tokens, workers.worker_min_tokens_per_second).min(longest)
 }
 
-async fn attempt(state: &AppState, url: &str, body: &Value, ask: &Ask<'_>, scope: &CacheScope, timeout: Duration) -> Attempt {
+async fn attempt(state: &AppState, url: &str, body: &[u8], ask: &Ask<'_>, scope: &CacheScope, timeout: Duration) -> Attempt {
     // The worker's span continues this one: the trace goes on in its `traceparent` header.
     let span = tracing::info_span!(
         "worker request",
@@ -162,13 +179,27 @@ async fn attempt(state: &AppState, url: &str, body: &Value, ask: &Ask<'_>, scope
     if let Some(value) = ask.priority.header_value() {
         headers.insert(priority::HEADER, HeaderValue::from_static(value));
     }
+    let signed = Signed {
+        method: "POST",
+        path: CHAT_PATH,
+        scope: scope.header_value().unwrap_or(""),
+        priority: ask.priority.header_value().unwrap_or(""),
+        body,
+    };
+    let signature = request_signature::sign(&state.secrets, &signed, announcement::now_ms(), rand::random());
+    if let Ok(value) = HeaderValue::from_str(&signature) {
+        headers.insert(request_signature::HEADER, value);
+    }
+    if let Some(bearer) = state.registry.configured_bearer(url).and_then(|b| HeaderValue::from_str(&b).ok()) {
+        headers.insert(AUTHORIZATION, bearer);
+    }
     let request = state
         .http
-        .post(format!("{url}/v1/chat/completions"))
+        .post(format!("{url}{CHAT_PATH}"))
         .headers(headers)
-        .header(AUTHORIZATION, state.registry.bearer_header())
+        .header(CONTENT_TYPE, "application/json")
         .header("x-request-id", ask.request_id)
-        .json(body)
+        .body(body.to_vec())
         .send()
         .instrument(span.clone());
     // Until the response headers. (A non-streamed answer's headers come with its end, so this bounds its

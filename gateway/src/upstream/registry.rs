@@ -258,9 +258,12 @@ impl Registry {
         }
     }
 
-    /// The header every request to a worker carries.
+    /// The static bearer for a worker configured in the catalog: it may be an engine of another make
+    /// (llama-server) that cannot check a signature. None for announced workers: they are runaii
+    /// workers, which check the request's signature, and the weaker token is not put on the wire for them.
     #[must_use]
-    pub fn bearer_header(&self) -> String {
-        self.secrets.bearer_header()
+    pub fn configured_bearer(&self, url: &str) -> Option<String> {
+        let view = self.view.read().unwrap_or_else(std::sync::PoisonError::into_inner);
+        view.probed.iter().any(|(status, _)| status.url == url).then(|| self.secrets.bearer_header())
     }
 }

@@ -82,6 +82,7 @@ pub fn test_settings(database_url: String) -> Settings {
             idempotency_max_keys_per_tenant: 100_000,
             idempotency_max_bytes_per_tenant: 256 * 1024 * 1024,
             hold_expiry_s: 7200,
+            max_request_s: 3600,
             replica_heartbeat_ms: 500,
             replica_timeout_ms: 30_000,
         },

@@ -73,6 +73,7 @@ const MAX_STOP_SEQUENCES: usize = 4;
 pub async fn prepare(
     request: &ChatCompletionRequest,
     loaded: &Arc<Loaded>,
+    scope: &CacheScope,
     model_id: &str,
     default_max_tokens: u32,
 ) -> Result<Prepared, ApiError> {
@@ -129,7 +130,8 @@ pub async fn prepare(
         None => None,
         Some((spec, param)) => {
             let compiler = Arc::clone(&loaded.compiler);
-            let compiled = tokio::task::spawn_blocking(move || compiler.compile(&spec))
+            let scope = scope.clone();
+            let compiled = tokio::task::spawn_blocking(move || compiler.compile(&spec, &scope))
                 .await
                 .map_err(|e| ApiError::Internal(format!("constraint compile task failed: {e}")))?;
             Some(compiled.map_err(|refusal| ApiError::Refused { refusal, param })?)

@@ -3,8 +3,10 @@
 //!
 //! Every constraint is compiled (and so validated) before a request is admitted, so a constraint the
 //! engine cannot enforce is refused before a single token is generated. Compiled constraints are cached
-//! by the SHA-256 of their canonical text; refusals are cached too, so a bad schema sent in a loop costs
-//! one compile.
+//! by the SHA-256 of their canonical text within the tenant's cache scope; refusals are cached too, so a
+//! bad schema sent in a loop costs one compile. The scope is part of the key because a fast answer tells
+//! the sender that the same schema was compiled recently: shared across tenants, that would tell one
+//! tenant another's field names and enums.
 
 mod cache;
 mod gbnf;
@@ -21,6 +23,7 @@ use std::time::{Duration, Instant};
 use llama_cpp_2::model::LlamaModel;
 use llguidance::api::TopLevelGrammar;
 use llguidance::{Matcher, ParserFactory};
+use runaii_wire::cache_scope::CacheScope;
 use serde_json::Value;
 
 pub use schema::{compact_separators, OutputValidator, OutputViolation};
@@ -41,9 +44,11 @@ pub enum ConstraintSpec {
 }
 
 impl ConstraintSpec {
-    fn cache_key(&self) -> [u8; 32] {
+    fn cache_key(&self, scope: &CacheScope) -> [u8; 32] {
         use sha2::{Digest, Sha256};
         let mut hasher = Sha256::new();
+        hasher.update(u64::try_from(scope.as_bytes().len()).unwrap_or(u64::MAX).to_le_bytes());
+        hasher.update(scope.as_bytes());
         match self {
             Self::JsonObject => hasher.update(b"json_object"),
             Self::JsonSchema(schema) => {
@@ -168,12 +173,13 @@ impl ConstraintCompiler {
         Ok(Self { factory, model, context_tokens: u64::from(context_tokens), cache: ConstraintCache::new(CACHE_ENTRIES) })
     }
 
-    /// Compiles (or fetches from the cache) a constraint. CPU-bound: call from a blocking thread.
+    /// Compiles (or fetches from `scope`'s part of the cache) a constraint. CPU-bound: call from a
+    /// blocking thread.
     ///
     /// # Errors
     /// A [`Refusal`] when the constraint is invalid or cannot be enforced exactly.
-    pub fn compile(&self, spec: &ConstraintSpec) -> Result<Arc<Compiled>, Refusal> {
-        let key = spec.cache_key();
+    pub fn compile(&self, spec: &ConstraintSpec, scope: &CacheScope) -> Result<Arc<Compiled>, Refusal> {
+        let key = spec.cache_key(scope);
         if let Some(hit) = self.cache.get(&key) {
             return hit;
         }

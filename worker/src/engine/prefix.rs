@@ -95,7 +95,7 @@ mod tests {
 
     #[test]
     fn another_scope_s_cache_is_never_reused() {
-        let (a, b) = (CacheScope::of_tenant(b"tenant a"), CacheScope::of_tenant(b"tenant b"));
+        let (a, b) = (CacheScope::parse("tenant-a").unwrap(), CacheScope::parse("tenant-b").unwrap());
         let caches = [
             CachedPrefix { tokens: tokens(&[1, 2, 3, 4]), last_used: 9, scope: a.clone() },
             CachedPrefix { tokens: tokens(&[1, 2]), last_used: 5, scope: b.clone() },

@@ -156,7 +156,7 @@ mod tests {
     use super::*;
 
     fn scope(n: u8) -> CacheScope {
-        CacheScope::of_tenant(&[n; 16])
+        CacheScope::parse(&format!("tenant-{n}")).unwrap()
     }
 
     #[test]

@@ -15,6 +15,7 @@ use axum::Router;
 
 pub use metrics::HttpMetrics;
 
+use runaii_wire::request_signature::ReplayGuard;
 use runaii_wire::worker_auth::WorkerSecrets;
 
 use crate::config::Settings;
@@ -27,8 +28,10 @@ pub struct AppState {
     pub settings: Arc<Settings>,
     pub loaded: Arc<OnceLock<Arc<Loaded>>>,
     pub metrics: Arc<HttpMetrics>,
-    /// Who may ask for inference: the gateways, proven by the bearer token of the fleet's secret.
+    /// Who may ask for inference: the gateways, proven by a signature under the fleet's secret.
     pub secrets: WorkerSecrets,
+    /// The signatures already accepted within their window: each is good once.
+    pub replays: Arc<ReplayGuard>,
 }
 
 impl AppState {

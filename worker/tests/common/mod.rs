@@ -21,11 +21,38 @@ pub fn start(extra: &[&str]) -> WorkerProcess {
     runaii_testkit::start_worker(Path::new(env!("CARGO_BIN_EXE_runaii-worker")), extra)
 }
 
-/// A client that speaks as a gateway: every request carries the worker bearer token.
+/// A client for the worker; [`signed_post`] makes its requests speak as a gateway.
 pub fn client() -> reqwest::Client {
-    let mut headers = reqwest::header::HeaderMap::new();
-    headers.insert(reqwest::header::AUTHORIZATION, runaii_testkit::worker_bearer().parse().unwrap());
-    reqwest::Client::builder().timeout(Duration::from_secs(1800)).default_headers(headers).build().unwrap()
+    reqwest::Client::builder().timeout(Duration::from_secs(1800)).build().unwrap()
+}
+
+/// A POST of `body` to `url` as a gateway sends it: `headers` (a cache scope, a class) and a signature
+/// over them and the body.
+pub fn signed_post(url: &str, headers: &[(&str, &str)], body: Vec<u8>) -> reqwest::RequestBuilder {
+    let parsed = reqwest::Url::parse(url).unwrap();
+    let path = match parsed.query() {
+        Some(query) => format!("{}?{query}", parsed.path()),
+        None => parsed.path().to_owned(),
+    };
+    let header = |name: &str| headers.iter().find(|(n, _)| *n == name).map_or("", |(_, v)| *v);
+    let signature = runaii_testkit::worker_signature(
+        "POST",
+        &path,
+        header(runaii_wire::cache_scope::HEADER),
+        header(runaii_wire::priority::HEADER),
+        &body,
+    );
+    let mut request =
+        client().post(url).header("content-type", "application/json").header(runaii_wire::request_signature::HEADER, signature);
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    request.body(body)
+}
+
+/// A signed POST of a JSON body to the worker's chat route.
+pub fn post_chat(base: &str, body: &Value) -> reqwest::RequestBuilder {
+    signed_post(&format!("{base}/v1/chat/completions"), &[], serde_json::to_vec(body).unwrap())
 }
 
 /// A client with no credential: what anything else on the network is.
@@ -34,7 +61,7 @@ pub fn anonymous_client() -> reqwest::Client {
 }
 
 pub async fn post(base: &str, body: &Value) -> (u16, Value) {
-    let r = client().post(format!("{base}/v1/chat/completions")).json(body).send().await.unwrap();
+    let r = post_chat(base, body).send().await.unwrap();
     let status = r.status().as_u16();
     let text = r.text().await.unwrap();
     (status, serde_json::from_str(&text).unwrap_or_else(|_| panic!("non-JSON body ({status}): {text}")))
