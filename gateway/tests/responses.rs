@@ -99,6 +99,14 @@ async fn format_problems_and_unhonoured_parameters_are_named() {
     let (status, body, _) = app.post_json("/v1/responses", &rejected).await;
     assert_eq!((status, body["error"]["code"].as_str()), (400, Some("upstream_rejected")), "{body}");
     assert!(body["error"]["message"].as_str().unwrap().contains("grammar_rejected"), "{body}");
+    // The worker names the chat field; the client is told the field it sent.
+    assert_eq!(body["error"]["param"], "text.format", "{body}");
+    let mut too_long = invoice_response_request();
+    too_long["max_output_tokens"] = json!(1_000_000);
+    let (status, body, _) = app.post_json("/v1/responses", &too_long).await;
+    assert_eq!(status, 400, "{body}");
+    assert!(body["error"]["message"].as_str().unwrap().contains("context_length_exceeded"), "{body}");
+    assert_eq!(body["error"]["param"], "max_output_tokens", "{body}");
     assert!(app.cost_rows().await.iter().all(|r| r.1 == "rejected"));
 }
 

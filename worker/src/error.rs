@@ -16,8 +16,9 @@ pub enum ApiError {
     InvalidRequest { message: String, param: Option<&'static str>, code: &'static str },
     #[error("the model `{0}` does not exist or is not served by this worker")]
     ModelNotFound(String),
-    #[error("{0}")]
-    ContextLengthExceeded(String),
+    /// `param` is what to shorten: `messages` when the prompt alone fills the window, else `max_tokens`.
+    #[error("{message}")]
+    ContextLengthExceeded { message: String, param: &'static str },
     #[error("{refusal}")]
     Refused { refusal: Refusal, param: &'static str },
     #[error("the request body is larger than {0} bytes")]
@@ -45,7 +46,7 @@ impl ApiError {
 
     pub fn status(&self) -> StatusCode {
         match self {
-            Self::InvalidJson(_) | Self::InvalidRequest { .. } | Self::ContextLengthExceeded(_) | Self::Refused { .. } => {
+            Self::InvalidJson(_) | Self::InvalidRequest { .. } | Self::ContextLengthExceeded { .. } | Self::Refused { .. } => {
                 StatusCode::BAD_REQUEST
             }
             Self::Unauthorized => StatusCode::UNAUTHORIZED,
@@ -62,7 +63,7 @@ impl ApiError {
             Self::InvalidJson(_) => "invalid_json",
             Self::InvalidRequest { code, .. } => code,
             Self::ModelNotFound(_) => "model_not_found",
-            Self::ContextLengthExceeded(_) => "context_length_exceeded",
+            Self::ContextLengthExceeded { .. } => "context_length_exceeded",
             Self::Refused { refusal: Refusal::InvalidSchema(_), .. } => "invalid_schema",
             Self::Refused { refusal: Refusal::Unenforceable(_), .. } => "grammar_rejected",
             Self::PayloadTooLarge(_) => "payload_too_large",
@@ -79,7 +80,7 @@ impl ApiError {
     fn param(&self) -> Option<&'static str> {
         match self {
             Self::InvalidRequest { param, .. } => *param,
-            Self::ContextLengthExceeded(_) => Some("messages"),
+            Self::ContextLengthExceeded { param, .. } => Some(param),
             Self::Refused { param, .. } => Some(param),
             _ => None,
         }

@@ -126,13 +126,14 @@ async fn cut_constrained_answer_is_length_not_an_error() {
     assert!(serde_json::from_str::<Value>(content(&body)).is_err(), "a cut answer is not complete JSON");
 }
 
-async fn assert_error(body: Value, want_status: u16, code: &str) {
+async fn assert_error(body: Value, want_status: u16, code: &str) -> Value {
     let (status, resp) = post(&worker().url, &body).await;
     assert_eq!(status, want_status, "{resp}");
     let err = &resp["error"];
     assert_eq!(err["code"], code, "{resp}");
     assert!(err["message"].as_str().is_some_and(|m| !m.is_empty()));
     assert!(err.get("param").is_some() && err.get("type").is_some(), "all four keys: {resp}");
+    resp
 }
 
 #[tokio::test]
@@ -146,12 +147,17 @@ async fn bad_input_is_a_clear_4xx_and_the_worker_lives() {
     let user = json!([{"role": "user", "content": "hi"}]);
     assert_error(json!({"model": "no-such-model", "messages": user}), 404, "model_not_found").await;
     assert_error(json!({"model": MODEL, "messages": []}), 400, "invalid_value").await;
-    assert_error(json!({"model": MODEL, "messages": user, "max_tokens": 1_000_000_000_000_i64}), 400, "context_length_exceeded").await;
+    // The error names what to shorten: the output asked for, or the messages when they fill the window.
+    let too_much_output =
+        assert_error(json!({"model": MODEL, "messages": user, "max_tokens": 1_000_000_000_000_i64}), 400, "context_length_exceeded").await;
+    assert_eq!(too_much_output["error"]["param"], "max_tokens", "{too_much_output}");
     assert_error(json!({"model": MODEL, "messages": user, "max_tokens": 0}), 400, "invalid_value").await;
     assert_error(json!({"model": MODEL, "messages": user, "temperature": 7}), 400, "invalid_value").await;
     assert_error(json!({"model": MODEL, "messages": user, "n": 3}), 400, "invalid_value").await;
     let long = "word ".repeat(10_000);
-    assert_error(json!({"model": MODEL, "messages": [{"role": "user", "content": long}]}), 400, "context_length_exceeded").await;
+    let too_long =
+        assert_error(json!({"model": MODEL, "messages": [{"role": "user", "content": long}]}), 400, "context_length_exceeded").await;
+    assert_eq!(too_long["error"]["param"], "messages", "{too_long}");
     assert_error(
         json!({"model": MODEL, "messages": user, "response_format": {"type": "json_object"}, "grammar": "root ::= \"a\""}),
         400,

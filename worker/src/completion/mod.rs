@@ -208,9 +208,10 @@ fn tokenize(loaded: &Loaded, prompt: &str) -> Vec<llama_cpp_2::token::LlamaToken
 fn max_tokens(request: &ChatCompletionRequest, prompt_len: usize, context: u32, default: u32) -> Result<u32, ApiError> {
     let prompt_len = u32::try_from(prompt_len).unwrap_or(u32::MAX);
     if prompt_len >= context {
-        return Err(ApiError::ContextLengthExceeded(format!(
-            "this model's context window is {context} tokens, but the messages take {prompt_len}; shorten them"
-        )));
+        return Err(ApiError::ContextLengthExceeded {
+            message: format!("this model's context window is {context} tokens, but the messages take {prompt_len}; shorten them"),
+            param: "messages",
+        });
     }
     let room = context - prompt_len;
     match request.requested_max_tokens() {
@@ -219,9 +220,12 @@ fn max_tokens(request: &ChatCompletionRequest, prompt_len: usize, context: u32, 
         Some(asked) => {
             let asked_u32 = u32::try_from(asked).unwrap_or(u32::MAX);
             if asked_u32 > room {
-                return Err(ApiError::ContextLengthExceeded(format!(
-                    "this model's context window is {context} tokens; the messages take {prompt_len} and max_tokens asks for {asked}, which leaves room for at most {room}"
-                )));
+                return Err(ApiError::ContextLengthExceeded {
+                    message: format!(
+                        "this model's context window is {context} tokens; the messages take {prompt_len} and max_tokens asks for {asked}, which leaves room for at most {room}"
+                    ),
+                    param: "max_tokens",
+                });
             }
             Ok(asked_u32)
         }

@@ -154,7 +154,8 @@ fn choice(value: Option<&Value>, tools: &[Tool]) -> Result<Choice, ApiError> {
             "none" => Ok(Choice::None),
             _ => Err(bad()),
         },
-        Some(obj) if obj["type"] == "function" => {
+        // `type` can only be `function`; a client that leaves it out still names its tool.
+        Some(obj) if obj["type"] == "function" || (obj.get("type").is_none() && obj.get("function").is_some()) => {
             let name = obj["function"]["name"].as_str().ok_or_else(bad)?;
             if tools.iter().any(|t| t.name == name) {
                 Ok(Choice::Named(name.to_owned()))

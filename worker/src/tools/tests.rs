@@ -95,6 +95,12 @@ fn streamed_hermes_text_flows_and_calls_arrive_whole() {
 fn choices_are_checked_and_shape_the_grammar() {
     let named = request(Some(json!({"type": "function", "function": {"name": "get_weather"}})), ToolFormat::Hermes);
     assert_eq!(named.choice, Choice::Named("get_weather".into()));
+    // Clients that leave out `type` (it can only be `function`) name the tool all the same; another type
+    // is refused.
+    let untyped = request(Some(json!({"function": {"name": "get_weather"}})), ToolFormat::Hermes);
+    assert_eq!(untyped.choice, Choice::Named("get_weather".into()));
+    let other_type = json!({"type": "retrieval", "function": {"name": "get_weather"}});
+    assert!(ToolRequest::from_request(Some(&weather_tools()), Some(&other_type), None, ToolFormat::Hermes).is_err());
     let unknown = json!({"type": "function", "function": {"name": "nope"}});
     assert!(ToolRequest::from_request(Some(&weather_tools()), Some(&unknown), None, ToolFormat::Hermes).is_err());
     assert!(ToolRequest::from_request(

@@ -66,7 +66,7 @@ impl Dialect for Responses {
     }
 
     fn error(error: ApiError) -> Response {
-        error.into_response()
+        in_responses_terms(error).into_response()
     }
 
     async fn start(state: &AppState, caller: Caller, slot: crate::concurrency::Slot, request: Value) -> Response {
@@ -75,4 +75,16 @@ impl Dialect for Responses {
         }
         super::run::<Self>(state, caller, slot, request).await
     }
+}
+
+/// A worker names the chat field it refused; a Responses client sent that field under another name.
+fn in_responses_terms(error: ApiError) -> ApiError {
+    let ApiError::UpstreamRejected { message, param, check } = error else { return error };
+    let param = param.map(|field| match field.as_str() {
+        "max_tokens" | "max_completion_tokens" => "max_output_tokens".to_owned(),
+        "messages" => "input".to_owned(),
+        "response_format" => "text.format".to_owned(),
+        _ => field,
+    });
+    ApiError::UpstreamRejected { message, param, check }
 }
