@@ -36,10 +36,13 @@ async fn a_request_past_its_deadline_is_its_own_504_and_other_tenants_are_still_
     let (status, body, request_id) = app.post_json("/v1/chat/completions", &long_answer_request(400, 2000, false)).await;
     assert_eq!(status, 504, "{body}");
     assert_eq!(body["error"]["code"], "upstream_timeout");
-    // Recorded failed, as a request the gateway cut.
+    // Recorded failed, as a request the gateway cut, and billed for the work the worker reports it did
+    // (the prompt it read, the tokens it generated in 3 s): a tenant's requests that outlive their
+    // deadline are not free compute.
     let rows = app.cost_rows().await;
     let row = rows.iter().find(|r| r.0 == request_id).unwrap_or_else(|| panic!("no record for {request_id}: {rows:?}"));
     assert_eq!((row.1.as_str(), row.5.as_deref()), ("failed", Some("upstream_timeout")));
+    assert!(row.2 > 0 && row.3 > 0 && row.3 < 2000 && row.4 > rust_decimal::Decimal::ZERO, "the work done is billed: {row:?}");
     // The worker was not set aside: the other tenant's next requests are served at once, not 503.
     // (Streamed: their headers come before their first token, so the 3 s deadline cannot cut them on a
     // busy machine.)

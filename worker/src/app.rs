@@ -39,6 +39,7 @@ impl Application {
             metrics: Arc::new(HttpMetrics::default()),
             secrets,
             replays: Arc::default(),
+            receipts: Arc::default(),
         };
         Ok(Self { listener, state, loading })
     }

@@ -35,6 +35,8 @@ pub enum ApiError {
     Unauthorized,
     #[error("no route for this path")]
     NoRoute,
+    #[error("no request `{0}` of this scope is known here")]
+    UnknownRequest(String),
     #[error("internal error")]
     Internal(String),
 }
@@ -50,7 +52,7 @@ impl ApiError {
                 StatusCode::BAD_REQUEST
             }
             Self::Unauthorized => StatusCode::UNAUTHORIZED,
-            Self::ModelNotFound(_) | Self::NoRoute => StatusCode::NOT_FOUND,
+            Self::ModelNotFound(_) | Self::NoRoute | Self::UnknownRequest(_) => StatusCode::NOT_FOUND,
             Self::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             Self::Loading | Self::Overloaded => StatusCode::SERVICE_UNAVAILABLE,
             Self::OutputInvalid(_) | Self::Engine(_) | Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
@@ -63,6 +65,7 @@ impl ApiError {
             Self::InvalidJson(_) => "invalid_json",
             Self::InvalidRequest { code, .. } => code,
             Self::ModelNotFound(_) => "model_not_found",
+            Self::UnknownRequest(_) => "request_not_found",
             Self::ContextLengthExceeded { .. } => "context_length_exceeded",
             Self::Refused { refusal: Refusal::InvalidSchema(_), .. } => "invalid_schema",
             Self::Refused { refusal: Refusal::Unenforceable(_), .. } => "grammar_rejected",

@@ -268,3 +268,52 @@ async fn inference_needs_a_fresh_gateway_signature_and_health_stays_open() {
     let health = common::anonymous_client().get(format!("{base}/health")).send().await.unwrap();
     assert_eq!(health.status(), 200, "probes need no credential");
 }
+
+/// What a request consumed is kept for the gateway that cut it, in the request's scope only: a stream
+/// left after its first event is billed for the prompt the worker read and the tokens it generated,
+/// although no chunk carried them.
+#[tokio::test]
+async fn a_left_request_s_receipt_tells_its_work_to_its_scope_only() {
+    use runaii_wire::cache_scope::{self, CacheScope};
+    let base = &worker().url;
+    let scope = CacheScope::of_tenant(&runaii_testkit::worker_secrets(), b"receipt tenant");
+    let scope = scope.header_value().unwrap();
+    let request = runaii_testkit::long_answer_request(400, 2000, true);
+    let url = format!("{base}/v1/chat/completions");
+    let headers = [(cache_scope::HEADER, scope), ("x-request-id", "chatcmpl-receipt-1")];
+    let mut response = common::signed_post(&url, &headers, serde_json::to_vec(&request).unwrap()).send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    response.chunk().await.unwrap().unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    drop(response);
+
+    let path = "/v1/requests/chatcmpl-receipt-1/usage";
+    let ask = |scope: &str| {
+        let signature = runaii_testkit::worker_signature("GET", path, scope, "", b"");
+        let mut get = common::client().get(format!("{base}{path}")).header(runaii_wire::request_signature::HEADER, signature);
+        if !scope.is_empty() {
+            get = get.header(cache_scope::HEADER, scope);
+        }
+        get
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let consumed = loop {
+        let r = ask(scope).send().await.unwrap();
+        assert_eq!(r.status(), 200);
+        let consumed: Value = r.json().await.unwrap();
+        if consumed["ended"] == true {
+            break consumed;
+        }
+        assert!(std::time::Instant::now() < deadline, "the left request never ended: {consumed}");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
+    assert!(consumed["prompt_tokens"].as_u64().unwrap() > 10, "{consumed}");
+    let generated = consumed["completion_tokens"].as_u64().unwrap();
+    assert!(generated > 0 && generated < 2000, "generated until the client left: {consumed}");
+
+    let other = CacheScope::of_tenant(&runaii_testkit::worker_secrets(), b"someone else");
+    assert_eq!(ask(other.header_value().unwrap()).send().await.unwrap().status(), 404, "another tenant's scope reads nothing");
+    assert_eq!(ask("").send().await.unwrap().status(), 404);
+    let unsigned = common::anonymous_client().get(format!("{base}{path}")).header(cache_scope::HEADER, scope).send().await.unwrap();
+    assert_eq!(unsigned.status(), 401);
+}

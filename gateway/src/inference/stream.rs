@@ -1,11 +1,13 @@
 //! Relaying a worker's chunk stream to the client while metering it, in whichever dialect the client
 //! speaks ([`Events`]: chat chunks, Responses events, Messages events).
 //!
-//! The relay runs in its own task, so it finishes its bookkeeping even when the client leaves: a client
-//! that disconnects is billed for the tokens delivered until then (the worker reports a running count on
-//! every chunk), and the worker is released at once. A client that stops reading is cut after
-//! `client_write_timeout_ms` and billed the same way; a worker silent for `worker_idle_timeout_ms` fails
-//! the stream. A stream still running `--max-request-s` after it was sent is ended with an error event
+//! The relay runs in its own task, so it finishes its bookkeeping even when the client leaves: the worker
+//! is released at once, and a client that disconnects is billed for the work done for it — the prompt
+//! tokens the worker read and the tokens it generated, as the worker reports once the request has ended
+//! there (`upstream::Receipt`; the running count on the chunks when it cannot tell). A client that stops
+//! reading is cut after `client_write_timeout_ms` and billed the same way. A worker silent for
+//! `worker_idle_timeout_ms`, or one that fails, fails the stream: the provider's fault, billed only for the
+//! tokens the client received. A stream still running `--max-request-s` after it was sent is ended with an error event
 //! and billed for the tokens generated, so no request outlives its credit hold. On a complete answer the
 //! cost record is committed before the dialect's last events go out.
 
@@ -26,7 +28,7 @@ use super::sse::SseReader;
 use crate::billing::{Ledger, Outcome, Tokens};
 use crate::error::ApiError;
 use crate::request_id;
-use crate::upstream::Upstream;
+use crate::upstream::{Receipt, Upstream};
 
 /// The worker's running usage on each chunk; stripped before the chunk reaches the client.
 pub const RUNNING_USAGE: &str = "x_runaii_usage";
@@ -145,7 +147,7 @@ async fn send_all(tx: &Tx, events: Vec<Bytes>, within: Duration) -> bool {
 
 /// Relays the stream to its end; `true` when the answer was complete and recorded `succeeded`.
 async fn run(ledger: Ledger, upstream: Upstream, mut dialect: impl Events, tx: Tx) -> bool {
-    let (upstream_sent, limits) = (upstream.sent, upstream.limits);
+    let (upstream_sent, limits, receipt) = (upstream.sent, upstream.limits, upstream.receipt.clone());
     let mut first_token = true;
     let metrics = crate::metrics::global();
     let mut reader = SseReader::new(upstream.response.bytes_stream(), limits.worker_idle);
@@ -153,18 +155,18 @@ async fn run(ledger: Ledger, upstream: Upstream, mut dialect: impl Events, tx: T
     // What the client has been given: the bill if it leaves.
     let mut delivered = Tokens::default();
     if !send_all(&tx, dialect.start(), limits.client_write).await {
-        cancelled(&ledger, reader, delivered).await;
+        cancelled(&ledger, reader, &receipt, delivered).await;
         return false;
     }
     let ends = tokio::time::Instant::from_std(limits.ends);
     loop {
         let next = tokio::select! {
             () = tx.closed() => None,
-            () = tokio::time::sleep_until(ends) => return past_time_limit(&ledger, reader, &metered, &mut dialect, &tx, limits.max_request_s).await,
+            () = tokio::time::sleep_until(ends) => return past_time_limit(&ledger, reader, &receipt, &metered, &mut dialect, &tx, limits.max_request_s).await,
             next = reader.next_data() => Some(next),
         };
         let Some(next) = next else {
-            cancelled(&ledger, reader, delivered).await;
+            cancelled(&ledger, reader, &receipt, delivered).await;
             return false;
         };
         let data = match next {
@@ -194,7 +196,7 @@ async fn run(ledger: Ledger, upstream: Upstream, mut dialect: impl Events, tx: T
                 metrics.ttft.observe(&[&ledger.model.id], ledger.started.elapsed());
             }
             if !send_all(&tx, dialect.chunk(chunk), limits.client_write).await {
-                cancelled(&ledger, reader, delivered).await;
+                cancelled(&ledger, reader, &receipt, delivered).await;
                 return false;
             }
             delivered = metered.tokens;
@@ -215,11 +217,21 @@ async fn run(ledger: Ledger, upstream: Upstream, mut dialect: impl Events, tx: T
     }
 }
 
-/// The client left or stopped reading: it is billed for the tokens it was given.
-async fn cancelled<S>(ledger: &Ledger, reader: SseReader<S>, delivered: Tokens) {
+/// The work done for a request that was cut: the worker's final counts once it has ended there, or the
+/// gateway's own count (`known`) when the worker cannot tell; never less than `known`.
+async fn work_done(receipt: &Receipt, known: Tokens) -> Tokens {
+    match receipt.settled().await {
+        Some(c) => Tokens::new(c.prompt_tokens.max(known.input), c.cached_tokens, c.completion_tokens.max(known.output)),
+        None => known,
+    }
+}
+
+/// The client left or stopped reading: it is billed for the work done for it.
+async fn cancelled<S>(ledger: &Ledger, reader: SseReader<S>, receipt: &Receipt, delivered: Tokens) {
     // Dropping the reader closes the worker connection, freeing its slot.
     drop(reader);
-    if let Err(e) = ledger.record_delivered(Outcome::Cancelled(delivered)).await {
+    let tokens = work_done(receipt, delivered).await;
+    if let Err(e) = ledger.record_delivered(Outcome::Cancelled(tokens)).await {
         tracing::error!(request_id = %ledger.request_id, error = %e, "cancelled stream not recorded");
     }
 }
@@ -229,6 +241,7 @@ async fn cancelled<S>(ledger: &Ledger, reader: SseReader<S>, delivered: Tokens) 
 async fn past_time_limit<S>(
     ledger: &Ledger,
     reader: SseReader<S>,
+    receipt: &Receipt,
     metered: &Metered,
     dialect: &mut impl Events,
     tx: &Tx,
@@ -237,7 +250,8 @@ async fn past_time_limit<S>(
     drop(reader);
     let error = ApiError::RequestTimeLimit(max_s);
     tracing::warn!(request_id = %ledger.request_id, max_s, "stream ran past the request time limit; ended");
-    let outcome = Outcome::Failed { tokens: metered.tokens, http_status: error.status().as_u16(), error_code: error.code() };
+    let tokens = work_done(receipt, metered.tokens).await;
+    let outcome = Outcome::Failed { tokens, http_status: error.status().as_u16(), error_code: error.code() };
     if let Err(e) = ledger.record_delivered(outcome).await {
         tracing::error!(request_id = %ledger.request_id, error = %e, "stream past its time limit not recorded");
     }

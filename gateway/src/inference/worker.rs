@@ -12,7 +12,7 @@ use super::Prepared;
 use crate::billing::{worst_case_tokens, Ledger, Outcome, Tokens};
 use crate::error::ApiError;
 use crate::state::AppState;
-use crate::upstream::{self, Ask, Upstream};
+use crate::upstream::{self, Ask, Unanswered, Upstream};
 
 /// Sends the request; a refusal is recorded at zero cost and returned as the gateway's error.
 ///
@@ -47,9 +47,9 @@ pub async fn finish_whole(state: &AppState, prepared: Prepared) -> Result<(Ledge
     let answer = match upstream {
         Ok(upstream) => {
             ledger.writer.answered(&ledger.model.id, sent.elapsed());
-            upstream.json::<Value>().await.map_err(|e| ApiError::UpstreamFailed(format!("unreadable answer: {e}")))
+            upstream.json::<Value>().await.map_err(|e| ApiError::UpstreamFailed(format!("unreadable answer: {e}")).into())
         }
-        Err(error) => Err(error),
+        Err(unanswered) => Err(unanswered),
     };
     drop(expected);
     let mut answer = match answer {
@@ -70,7 +70,7 @@ pub async fn finish_whole(state: &AppState, prepared: Prepared) -> Result<(Ledge
 
 /// Sends the request to a worker: its answer when it accepted the request; its refusal or failure (or
 /// no ready worker) as the gateway's error, not yet recorded.
-async fn send(state: &AppState, ledger: &Ledger, body: &Value, stream: bool) -> Result<Upstream, ApiError> {
+async fn send(state: &AppState, ledger: &Ledger, body: &Value, stream: bool) -> Result<Upstream, Unanswered> {
     let ask = Ask {
         tenant: ledger.caller.tenant_id,
         model: &ledger.model.id,
@@ -81,8 +81,8 @@ async fn send(state: &AppState, ledger: &Ledger, body: &Value, stream: bool) -> 
     };
     match upstream::send(state, &ask, body).await {
         Ok(upstream) if upstream.response.status().is_success() => Ok(upstream),
-        Ok(upstream) => Err(worker_error(upstream).await),
-        Err(e) => Err(e),
+        Ok(upstream) => Err(worker_error(upstream).await.into()),
+        Err(unanswered) => Err(unanswered),
     }
 }
 
@@ -111,14 +111,22 @@ async fn worker_error(upstream: Upstream) -> ApiError {
     }
 }
 
-/// Records a request that ended before its answer began (cost 0) and hands the error back: `failed` when
-/// the worker broke or the deadline passed, `rejected` when the request was refused.
-async fn reject(ledger: &Ledger, error: ApiError) -> ApiError {
+/// Records a request that ended before its answer began and hands the error back: `rejected` at cost 0
+/// when the request was refused; `failed` when the worker broke (cost 0: the provider's fault) or the
+/// deadline passed (billed for the work the worker reports it did, as for a client that leaves).
+async fn reject(ledger: &Ledger, unanswered: Unanswered) -> ApiError {
+    let Unanswered { error, receipt } = unanswered;
     let (http_status, error_code) = (error.status().as_u16(), error.code());
     let outcome = match error {
-        ApiError::UpstreamFailed(_) | ApiError::UpstreamTimeout(_) => {
-            Outcome::Failed { tokens: Tokens::default(), http_status, error_code }
+        ApiError::UpstreamTimeout(_) => {
+            let consumed = match &receipt {
+                Some(receipt) => receipt.settled().await,
+                None => None,
+            };
+            let tokens = consumed.map_or_else(Tokens::default, |c| Tokens::new(c.prompt_tokens, c.cached_tokens, c.completion_tokens));
+            Outcome::Failed { tokens, http_status, error_code }
         }
+        ApiError::UpstreamFailed(_) => Outcome::Failed { tokens: Tokens::default(), http_status, error_code },
         _ => Outcome::Rejected { http_status, error_code },
     };
     match ledger.record(outcome).await {

@@ -35,6 +35,7 @@ use uuid::Uuid;
 
 use super::affinity::Affinity;
 use super::load::InFlight;
+use super::receipt::Receipt;
 use crate::error::ApiError;
 use crate::state::AppState;
 
@@ -48,6 +49,22 @@ pub struct Upstream {
     pub limits: Limits,
     /// Counts the request in the worker's load until the answer is read or dropped.
     pub in_flight: InFlight,
+    /// Where to ask what the request consumed, should it be cut or its client leave.
+    pub receipt: Receipt,
+}
+
+/// A request that got no answer: why, and for a request the worker had when its deadline passed, where
+/// to ask what it consumed.
+#[derive(Debug)]
+pub struct Unanswered {
+    pub error: ApiError,
+    pub receipt: Option<Receipt>,
+}
+
+impl From<ApiError> for Unanswered {
+    fn from(error: ApiError) -> Self {
+        Self { error, receipt: None }
+    }
 }
 
 /// How long either end of an answer may keep it waiting.
@@ -95,12 +112,12 @@ enum Attempt {
 /// [`ApiError::NoReadyWorker`] when none is ready, [`ApiError::WorkersBusy`] when every one tried was
 /// full, [`ApiError::UpstreamFailed`] when the worker failed (the detail is logged, not sent),
 /// [`ApiError::UpstreamTimeout`] when the answer did not begin within the request's deadline.
-pub async fn send(state: &AppState, ask: &Ask<'_>, body: &Value) -> Result<Upstream, ApiError> {
+pub async fn send(state: &AppState, ask: &Ask<'_>, body: &Value) -> Result<Upstream, Unanswered> {
     let Ask { tenant, model, request_id, .. } = *ask;
     let (workers, choice) = Affinity::of(tenant, body).order(state.registry.ready(model).await);
     crate::metrics::global().routing.add(&[choice.label()], 1);
     if workers.is_empty() {
-        return Err(ApiError::NoReadyWorker(model.to_owned()));
+        return Err(ApiError::NoReadyWorker(model.to_owned()).into());
     }
     let timeout = deadline(state, ask);
     let max_request_s = state.settings.limits.max_request_s;
@@ -113,6 +130,13 @@ pub async fn send(state: &AppState, ask: &Ask<'_>, body: &Value) -> Result<Upstr
     let scope = CacheScope::of_tenant(&state.secrets, tenant.as_bytes());
     // Serialized once: the signature covers these exact bytes, whichever worker they go to.
     let body = serde_json::to_vec(body).map_err(|e| ApiError::Internal(format!("cannot serialize the worker request: {e}")))?;
+    let receipt_at = |url: &str| Receipt {
+        http: state.http.clone(),
+        secrets: state.secrets.clone(),
+        url: url.to_owned(),
+        scope: scope.header_value().unwrap_or_default().to_owned(),
+        request_id: request_id.to_owned(),
+    };
     let mut all_busy = true;
     let mut last_failure = String::new();
     for worker in workers.iter().take(ATTEMPTS) {
@@ -123,7 +147,10 @@ pub async fn send(state: &AppState, ask: &Ask<'_>, body: &Value) -> Result<Upstr
                 // A full queue is load, not failure, and nothing ran: try the next worker.
                 tracing::info!(%request_id, worker = %worker.url, "worker at capacity; trying another");
             }
-            Attempt::Answered(response) => return Ok(Upstream { response, worker: worker.url.clone(), sent: started, limits, in_flight }),
+            Attempt::Answered(response) => {
+                let receipt = receipt_at(&worker.url);
+                return Ok(Upstream { response, worker: worker.url.clone(), sent: started, limits, in_flight, receipt });
+            }
             Attempt::NotDelivered(detail) => {
                 all_busy = false;
                 tracing::warn!(%request_id, worker = %worker.url, %detail, "worker unreachable; trying another");
@@ -133,19 +160,19 @@ pub async fn send(state: &AppState, ask: &Ask<'_>, body: &Value) -> Result<Upstr
             Attempt::Broken(detail) => {
                 tracing::warn!(%request_id, worker = %worker.url, %detail, "worker failed with the request; not retried");
                 state.registry.set_aside(&worker.url);
-                return Err(ApiError::UpstreamFailed(detail));
+                return Err(ApiError::UpstreamFailed(detail).into());
             }
             Attempt::TimedOut(after) => {
                 tracing::warn!(%request_id, worker = %worker.url, after_ms = after.as_millis(), "no answer within the request's deadline");
-                return Err(ApiError::UpstreamTimeout(after.as_millis()));
+                return Err(Unanswered { error: ApiError::UpstreamTimeout(after.as_millis()), receipt: Some(receipt_at(&worker.url)) });
             }
         }
     }
     // Workers whose queues are full are load, not failure: a 503 the SDKs retry after a pause.
     if all_busy {
-        return Err(ApiError::WorkersBusy(model.to_owned()));
+        return Err(ApiError::WorkersBusy(model.to_owned()).into());
     }
-    Err(ApiError::UpstreamFailed(last_failure))
+    Err(ApiError::UpstreamFailed(last_failure).into())
 }
 
 /// How long the worker may take to begin its answer: the base headers timeout, and for a whole answer

@@ -1,7 +1,7 @@
 //! Reaching workers: which ones are ready (`registry`), which of them most likely holds the request's
 //! prompt prefix in its cache (`affinity`), and sending a request to that one or the least loaded,
 //! retrying once elsewhere when a worker fails before answering (`client`); reading what it answers
-//! within limits (`body`); this replica's own requests in each worker's load (`load`); and how long a
+//! within limits (`body`); what a request it cut consumed there (`receipt`); this replica's own requests in each worker's load (`load`); and how long a
 //! whole answer may take, from what was asked and the model's measured speed (`pace`).
 
 pub mod affinity;
@@ -9,7 +9,9 @@ pub mod body;
 mod client;
 mod load;
 mod pace;
+mod receipt;
 mod registry;
 
-pub use client::{send, Ask, Limits, Upstream};
+pub use client::{send, Ask, Limits, Unanswered, Upstream};
+pub use receipt::{Consumed, Receipt};
 pub use registry::{Registry, WorkerStatus};

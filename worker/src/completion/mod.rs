@@ -15,6 +15,7 @@ use runaii_wire::{ChatCompletionRequest, ResponseFormat};
 use tokio::sync::mpsc;
 
 use crate::constraint::{Compiled, ConstraintSpec, OutputValidator};
+use crate::engine::receipt::ReceiptWriter;
 use crate::engine::{Event, Job, Loaded, SamplingParams};
 use crate::error::ApiError;
 use crate::tools::{grammar, Choice, ToolFormat, ToolRequest};
@@ -47,7 +48,13 @@ impl Prepared {
     ///
     /// # Errors
     /// [`ApiError::Overloaded`] when the queue is full.
-    pub fn submit(self, loaded: &Loaded, cache_scope: CacheScope, priority: Priority) -> Result<mpsc::UnboundedReceiver<Event>, ApiError> {
+    pub fn submit(
+        self,
+        loaded: &Loaded,
+        cache_scope: CacheScope,
+        priority: Priority,
+        receipt: Option<ReceiptWriter>,
+    ) -> Result<mpsc::UnboundedReceiver<Event>, ApiError> {
         let (events, receiver) = mpsc::unbounded_channel();
         let job = Job {
             prompt: self.prompt,
@@ -58,6 +65,7 @@ impl Prepared {
             events,
             enqueued: Instant::now(),
             cache_scope: cache_scope.clone(),
+            receipt,
         };
         loaded.jobs.push(priority, cache_scope, job).map_err(|_| ApiError::Overloaded)?;
         Ok(receiver)

@@ -8,6 +8,7 @@ mod load;
 mod neighbours;
 mod prefix;
 mod queue;
+pub mod receipt;
 mod repetition;
 mod sampler;
 mod scheduler;
@@ -44,6 +45,8 @@ pub struct Job {
     pub enqueued: Instant,
     /// Whose cached prefixes this prompt may reuse (`prefix.rs`).
     pub cache_scope: CacheScope,
+    /// Where what the request consumed is told once it leaves its sequence (`receipt.rs`).
+    pub receipt: Option<receipt::ReceiptWriter>,
 }
 
 /// What the engine tells a request, in order: deltas, then exactly one `Done` or `Failed`.

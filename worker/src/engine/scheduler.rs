@@ -205,6 +205,10 @@ impl Scheduler<'_> {
     /// Frees the sequence in `index`. Its KV cache stays, for the next prompt that shares a prefix.
     fn release(&mut self, index: usize) -> Option<Active> {
         let mut active = self.slots[index].take()?;
+        if let Some(receipt) = &active.job.receipt {
+            let prompt_read = u32::try_from(active.in_cache.len()).unwrap_or(u32::MAX).min(active.prompt_tokens());
+            receipt.record(prompt_read, active.cached_tokens, active.generated);
+        }
         self.stats.active_slots.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
         self.clock += 1;
         let scope = std::mem::take(&mut active.job.cache_scope);

@@ -25,7 +25,7 @@ pub(super) async fn create(State(state): State<AppState>, headers: HeaderMap, bo
 
 /// The request's cache scope: the gateway's header, or none for a direct caller. A header that is not a
 /// scope is refused rather than read as none, so a gateway bug cannot silently share caches.
-fn cache_scope(headers: &HeaderMap) -> Result<CacheScope, ApiError> {
+pub(super) fn cache_scope(headers: &HeaderMap) -> Result<CacheScope, ApiError> {
     let Some(value) = headers.get(cache_scope::HEADER) else { return Ok(CacheScope::default()) };
     value.to_str().ok().and_then(CacheScope::parse).ok_or_else(|| ApiError::InvalidRequest {
         message: format!("malformed {} header", cache_scope::HEADER),
@@ -63,7 +63,10 @@ async fn handle(state: &AppState, headers: &HeaderMap, body: Result<Bytes, Bytes
     let validator = prepared.validator();
     let tools = prepared.tools.clone();
     let prepared_prompt_tokens = u32::try_from(prepared.prompt.len()).unwrap_or(u32::MAX);
-    let events = prepared.submit(loaded, scope, priority)?;
+    // The gateway's request id files what this request consumes, for a gateway that cuts it.
+    let request_id = headers.get("x-request-id").and_then(|v| v.to_str().ok());
+    let receipt = request_id.and_then(|id| state.receipts.open(&scope, id));
+    let events = prepared.submit(loaded, scope, priority, receipt)?;
     let meta = ResponseMeta::new(&request.model);
     // From the queue to the last token; a stream's relay task carries it to the stream's end.
     let generation = tracing::info_span!("generate", prompt_tokens = i64::from(prepared_prompt_tokens), stream = request.stream);

@@ -6,6 +6,7 @@ mod health;
 mod metrics;
 mod shape;
 mod stream;
+mod usage;
 
 use std::sync::{Arc, OnceLock};
 
@@ -19,6 +20,7 @@ use runaii_wire::request_signature::ReplayGuard;
 use runaii_wire::worker_auth::WorkerSecrets;
 
 use crate::config::Settings;
+use crate::engine::receipt::Receipts;
 use crate::engine::Loaded;
 use crate::error::ApiError;
 
@@ -32,6 +34,8 @@ pub struct AppState {
     pub secrets: WorkerSecrets,
     /// The signatures already accepted within their window: each is good once.
     pub replays: Arc<ReplayGuard>,
+    /// What each recent request consumed, by cache scope and request id.
+    pub receipts: Arc<Receipts>,
 }
 
 impl AppState {
@@ -46,6 +50,7 @@ pub fn router(state: AppState) -> Router {
     let limit = state.settings.max_body_bytes;
     let inference = Router::new()
         .route("/v1/chat/completions", post(chat::create))
+        .route("/v1/requests/{id}/usage", get(usage::read))
         .route_layer(axum::middleware::from_fn_with_state(state.clone(), auth::require_gateway));
     Router::new()
         .merge(inference)
