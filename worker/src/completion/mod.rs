@@ -172,6 +172,11 @@ fn tool_constraint(request: &ChatCompletionRequest, tools: &ToolRequest) -> Resu
         }
         None => None,
     };
+    // Embedded beside the calls, the schema is held as tightly as it would be alone.
+    let schema = schema
+        .map(|s| crate::constraint::embedded_for_grammar(&s))
+        .transpose()
+        .map_err(|refusal| ApiError::Refused { refusal, param: "response_format" })?;
     match grammar::lark(tools, schema.as_ref()) {
         Some(lark) => Ok((Some((ConstraintSpec::Lark(lark), "tools")), validator)),
         None => Ok((plain, validator)),

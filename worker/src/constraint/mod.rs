@@ -26,7 +26,7 @@ use llguidance::{Matcher, ParserFactory};
 use runaii_wire::cache_scope::CacheScope;
 use serde_json::Value;
 
-pub use schema::{compact_separators, OutputValidator, OutputViolation};
+pub use schema::{compact_separators, embedded_for_grammar, OutputValidator, OutputViolation};
 
 use cache::ConstraintCache;
 

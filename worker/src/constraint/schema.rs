@@ -85,11 +85,23 @@ fn zero_without_sign(value: &mut Value) {
 /// # Errors
 /// [`Refusal::Unenforceable`] for a `oneOf` whose branches cannot be told apart.
 pub(super) fn for_grammar(schema: &Value) -> Result<Value, Refusal> {
+    let mut grammar = embedded_for_grammar(schema)?;
+    compact_separators(&mut grammar);
+    Ok(grammar)
+}
+
+/// As [`for_grammar`], for a schema embedded in a larger grammar (a tool's arguments in a call, a
+/// `response_format` beside tool calls): narrowed, tightened, objects closed and `oneOf` made exact, with
+/// the separators left to the enclosing `%json`. Without it a call's arguments could hold keys the tool
+/// never declared.
+///
+/// # Errors
+/// [`Refusal::Unenforceable`] for a `oneOf` whose branches cannot be told apart.
+pub fn embedded_for_grammar(schema: &Value) -> Result<Value, Refusal> {
     let mut grammar = schema.clone();
     super::narrow::narrow(&mut grammar);
     super::tighten::tighten(&mut grammar);
     super::one_of::make_exact(&mut grammar, schema)?;
-    compact_separators(&mut grammar);
     Ok(grammar)
 }
 

@@ -31,7 +31,7 @@ fn call_schema(request: &ToolRequest) -> Value {
             _ => true,
         })
         .map(|t| {
-            json!({"type": "object", "properties": {"name": {"const": t.name}, "arguments": t.parameters},
+            json!({"type": "object", "properties": {"name": {"const": t.name}, "arguments": t.grammar_parameters},
                    "required": ["name", "arguments"], "additionalProperties": false})
         })
         .collect();

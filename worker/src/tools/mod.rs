@@ -22,6 +22,9 @@ pub struct Tool {
     pub name: String,
     pub description: Option<String>,
     pub parameters: Value,
+    /// `parameters` as the grammar enforces it (`constraint::embedded_for_grammar`): objects closed, so a
+    /// call's arguments hold only keys the tool declares.
+    pub grammar_parameters: Value,
 }
 
 /// What `tool_choice` allows.
@@ -135,8 +138,10 @@ fn tool(index: usize, value: &Value) -> Result<Tool, ApiError> {
     if let Err(e) = jsonschema::options().build(&parameters) {
         return Err(bad(&format!("`function.parameters` is not a valid JSON Schema: {e}")));
     }
+    let grammar_parameters = crate::constraint::embedded_for_grammar(&parameters)
+        .map_err(|refusal| bad(&format!("`function.parameters` cannot be enforced exactly: {refusal}")))?;
     let description = function.get("description").and_then(Value::as_str).map(str::to_owned);
-    Ok(Tool { name: name.to_owned(), description, parameters })
+    Ok(Tool { name: name.to_owned(), description, parameters, grammar_parameters })
 }
 
 fn choice(value: Option<&Value>, tools: &[Tool]) -> Result<Choice, ApiError> {

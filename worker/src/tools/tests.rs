@@ -120,6 +120,12 @@ fn choices_are_checked_and_shape_the_grammar() {
 
     let eager = grammar::lark(&named, None).unwrap();
     assert!(eager.starts_with("start: \"<tool_call>\""), "{eager}");
+    // The call's arguments are closed (the tool's schema leaves `additionalProperties` open): the model
+    // cannot add keys the tool does not declare.
+    let call_json = eager.lines().find_map(|l| l.strip_prefix("call_json: %json ")).unwrap();
+    let call: Value = serde_json::from_str(call_json).unwrap();
+    assert_eq!(call["properties"]["arguments"]["additionalProperties"], json!(false), "{call}");
+    assert_eq!(named.tools[0].parameters.get("additionalProperties"), None, "the tool as declared is unchanged");
     let lazy = grammar::lark(&request(None, ToolFormat::Hermes), None).unwrap();
     assert!(lazy.starts_with("start: FREE | PREFIX"), "{lazy}");
     assert!(grammar::lark(&request(Some(json!("none")), ToolFormat::Hermes), None).is_none());
