@@ -58,12 +58,7 @@ impl CacheScope {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn secrets(text: &str) -> WorkerSecrets {
-        WorkerSecrets::load(None, Some(&text.into())).unwrap()
-    }
-
-    const A: &str = "a-secret-of-at-least-thirty-two-bytes-0001";
+    use crate::worker_auth::testing::{secrets, A, B};
 
     #[test]
     fn tenants_get_distinct_stable_scopes_that_round_trip() {
@@ -81,7 +76,7 @@ mod tests {
     #[test]
     fn a_scope_cannot_be_computed_from_the_tenant_id_alone() {
         let tenant = [1; 16];
-        let other_fleet = secrets("b-secret-of-at-least-thirty-two-bytes-0002");
+        let other_fleet = secrets(B);
         assert_ne!(CacheScope::of_tenant(&secrets(A), &tenant), CacheScope::of_tenant(&other_fleet, &tenant));
         use sha2::{Digest, Sha256};
         let unkeyed = Sha256::new().chain_update(b"runaii cache scope v1\0").chain_update(tenant).finalize();

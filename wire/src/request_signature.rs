@@ -150,13 +150,7 @@ impl ReplayGuard {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    const A: &str = "a-secret-of-at-least-thirty-two-bytes-0001";
-    const B: &str = "b-secret-of-at-least-thirty-two-bytes-0002";
-
-    fn secrets(text: &str) -> WorkerSecrets {
-        WorkerSecrets::load(None, Some(&text.into())).unwrap()
-    }
+    use crate::worker_auth::testing::{secrets, A, B};
 
     fn request(body: &[u8]) -> Signed<'_> {
         Signed { method: "POST", path: "/v1/chat/completions", scope: "abc", priority: "", body }

@@ -207,7 +207,7 @@ impl WorkerSecrets {
     /// The signature of an announcement's exact text, with the current secret (hex).
     #[must_use]
     pub fn sign(&self, payload: &str) -> String {
-        hex::encode(announcement_mac(self.keys().current(), payload).finalize().into_bytes())
+        hex::encode(self.mac_current(ANNOUNCE_LABEL, payload.as_bytes()))
     }
 
     /// An HMAC under the current secret of `label` then `data`: what the other keyed values of the fleet
@@ -235,8 +235,7 @@ impl WorkerSecrets {
     #[must_use]
     pub fn verify(&self, payload: &str, signature: &str) -> bool {
         let Ok(signature) = hex::decode(signature) else { return false };
-        // `verify_slice` compares in constant time.
-        self.keys().secrets.iter().any(|secret| announcement_mac(secret, payload).verify_slice(&signature).is_ok())
+        self.verify_mac(ANNOUNCE_LABEL, payload.as_bytes(), &signature)
     }
 }
 
@@ -255,23 +254,23 @@ fn bearer_token(secret: &[u8]) -> String {
     hex::encode(mac.finalize().into_bytes())
 }
 
-fn announcement_mac(secret: &[u8], payload: &str) -> HmacSha256 {
-    let mut mac = keyed(secret);
-    mac.update(ANNOUNCE_LABEL);
-    mac.update(payload.as_bytes());
-    mac
+/// The fixtures of the crate's tests of keyed values: two secrets and a loader.
+#[cfg(test)]
+pub(crate) mod testing {
+    use super::WorkerSecrets;
+
+    pub(crate) const A: &str = "a-secret-of-at-least-thirty-two-bytes-0001";
+    pub(crate) const B: &str = "b-secret-of-at-least-thirty-two-bytes-0002";
+
+    pub(crate) fn secrets(text: &str) -> WorkerSecrets {
+        WorkerSecrets::load(None, Some(&text.into())).unwrap()
+    }
 }
 
 #[cfg(test)]
 mod tests {
+    use super::testing::{secrets, A, B};
     use super::*;
-
-    const A: &str = "a-secret-of-at-least-thirty-two-bytes-0001";
-    const B: &str = "b-secret-of-at-least-thirty-two-bytes-0002";
-
-    fn secrets(text: &str) -> WorkerSecrets {
-        WorkerSecrets::load(None, Some(&text.into())).unwrap()
-    }
 
     #[test]
     fn signatures_verify_only_under_an_accepted_secret_and_exact_text() {

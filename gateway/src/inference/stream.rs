@@ -6,10 +6,10 @@
 //! tokens the worker read and the tokens it generated, as the worker reports once the request has ended
 //! there (`upstream::Receipt`; the running count on the chunks when it cannot tell). A client that stops
 //! reading is cut after `client_write_timeout_ms` and billed the same way. A worker silent for
-//! `worker_idle_timeout_ms`, or one that fails, fails the stream: the provider's fault, billed only for the
-//! tokens the client received. A stream still running `--max-request-s` after it was sent is ended with an error event
-//! and billed for the tokens generated, so no request outlives its credit hold. On a complete answer the
-//! cost record is committed before the dialect's last events go out.
+//! `worker_idle_timeout_ms`, or one that fails, fails the stream: the provider's fault, billed only for
+//! the tokens the client received. A stream still running `--max-request-s` after it was sent is ended
+//! with an error event and billed for the work done, so no request outlives its credit hold. On a
+//! complete answer the cost record is committed before the dialect's last events go out.
 
 use std::convert::Infallible;
 use std::time::Duration;
@@ -217,20 +217,11 @@ async fn run(ledger: Ledger, upstream: Upstream, mut dialect: impl Events, tx: T
     }
 }
 
-/// The work done for a request that was cut: the worker's final counts once it has ended there, or the
-/// gateway's own count (`known`) when the worker cannot tell; never less than `known`.
-async fn work_done(receipt: &Receipt, known: Tokens) -> Tokens {
-    match receipt.settled().await {
-        Some(c) => Tokens::new(c.prompt_tokens.max(known.input), c.cached_tokens, c.completion_tokens.max(known.output)),
-        None => known,
-    }
-}
-
 /// The client left or stopped reading: it is billed for the work done for it.
 async fn cancelled<S>(ledger: &Ledger, reader: SseReader<S>, receipt: &Receipt, delivered: Tokens) {
     // Dropping the reader closes the worker connection, freeing its slot.
     drop(reader);
-    let tokens = work_done(receipt, delivered).await;
+    let tokens = super::worker::work_done(receipt, delivered).await;
     if let Err(e) = ledger.record_delivered(Outcome::Cancelled(tokens)).await {
         tracing::error!(request_id = %ledger.request_id, error = %e, "cancelled stream not recorded");
     }
@@ -250,7 +241,7 @@ async fn past_time_limit<S>(
     drop(reader);
     let error = ApiError::RequestTimeLimit(max_s);
     tracing::warn!(request_id = %ledger.request_id, max_s, "stream ran past the request time limit; ended");
-    let tokens = work_done(receipt, metered.tokens).await;
+    let tokens = super::worker::work_done(receipt, metered.tokens).await;
     let outcome = Outcome::Failed { tokens, http_status: error.status().as_u16(), error_code: error.code() };
     if let Err(e) = ledger.record_delivered(outcome).await {
         tracing::error!(request_id = %ledger.request_id, error = %e, "stream past its time limit not recorded");

@@ -12,7 +12,7 @@ use super::Prepared;
 use crate::billing::{worst_case_tokens, Ledger, Outcome, Tokens};
 use crate::error::ApiError;
 use crate::state::AppState;
-use crate::upstream::{self, Ask, Unanswered, Upstream};
+use crate::upstream::{self, Ask, Receipt, Unanswered, Upstream};
 
 /// Sends the request; a refusal is recorded at zero cost and returned as the gateway's error.
 ///
@@ -111,6 +111,15 @@ async fn worker_error(upstream: Upstream) -> ApiError {
     }
 }
 
+/// The work done for a request that was cut or whose client left: the worker's final counts once it has
+/// ended there, or the gateway's own count (`known`) when the worker cannot tell; never less than `known`.
+pub(super) async fn work_done(receipt: &Receipt, known: Tokens) -> Tokens {
+    match receipt.settled().await {
+        Some(c) => Tokens::new(c.prompt_tokens.max(known.input), c.cached_tokens, c.completion_tokens.max(known.output)),
+        None => known,
+    }
+}
+
 /// Records a request that ended before its answer began and hands the error back: `rejected` at cost 0
 /// when the request was refused; `failed` when the worker broke (cost 0: the provider's fault) or the
 /// deadline passed (billed for the work the worker reports it did, as for a client that leaves).
@@ -119,11 +128,10 @@ async fn reject(ledger: &Ledger, unanswered: Unanswered) -> ApiError {
     let (http_status, error_code) = (error.status().as_u16(), error.code());
     let outcome = match error {
         ApiError::UpstreamTimeout(_) => {
-            let consumed = match &receipt {
-                Some(receipt) => receipt.settled().await,
-                None => None,
+            let tokens = match &receipt {
+                Some(receipt) => work_done(receipt, Tokens::default()).await,
+                None => Tokens::default(),
             };
-            let tokens = consumed.map_or_else(Tokens::default, |c| Tokens::new(c.prompt_tokens, c.cached_tokens, c.completion_tokens));
             Outcome::Failed { tokens, http_status, error_code }
         }
         ApiError::UpstreamFailed(_) => Outcome::Failed { tokens: Tokens::default(), http_status, error_code },

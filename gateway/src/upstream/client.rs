@@ -22,11 +22,9 @@
 
 use std::time::{Duration, Instant};
 
-use reqwest::header::{HeaderMap, HeaderValue, AUTHORIZATION, CONTENT_TYPE};
-use runaii_wire::announcement;
-use runaii_wire::cache_scope::{self, CacheScope};
-use runaii_wire::priority::{self, Priority};
-use runaii_wire::request_signature::{self, Signed};
+use reqwest::header::{HeaderValue, AUTHORIZATION, CONTENT_TYPE};
+use runaii_wire::cache_scope::CacheScope;
+use runaii_wire::priority::Priority;
 use serde_json::Value;
 use tracing::field::Empty;
 use tracing::Instrument as _;
@@ -134,7 +132,7 @@ pub async fn send(state: &AppState, ask: &Ask<'_>, body: &Value) -> Result<Upstr
         http: state.http.clone(),
         secrets: state.secrets.clone(),
         url: url.to_owned(),
-        scope: scope.header_value().unwrap_or_default().to_owned(),
+        scope: scope.clone(),
         request_id: request_id.to_owned(),
     };
     let mut all_busy = true;
@@ -196,27 +194,8 @@ async fn attempt(state: &AppState, url: &str, body: &[u8], ask: &Ask<'_>, scope:
         server.address = %url,
         http.response.status_code = Empty,
     );
-    let mut headers = HeaderMap::new();
+    let mut headers = super::signed::headers(&state.secrets, "POST", CHAT_PATH, scope, ask.priority, body);
     runaii_telemetry::inject(&span, &mut headers);
-    // The tenant's cache scope: the worker reuses only this tenant's cached prompt prefixes.
-    if let Some(value) = scope.header_value().and_then(|v| HeaderValue::from_str(v).ok()) {
-        headers.insert(cache_scope::HEADER, value);
-    }
-    // The class the worker admits it in: online requests before batch ones.
-    if let Some(value) = ask.priority.header_value() {
-        headers.insert(priority::HEADER, HeaderValue::from_static(value));
-    }
-    let signed = Signed {
-        method: "POST",
-        path: CHAT_PATH,
-        scope: scope.header_value().unwrap_or(""),
-        priority: ask.priority.header_value().unwrap_or(""),
-        body,
-    };
-    let signature = request_signature::sign(&state.secrets, &signed, announcement::now_ms(), rand::random());
-    if let Ok(value) = HeaderValue::from_str(&signature) {
-        headers.insert(request_signature::HEADER, value);
-    }
     if let Some(bearer) = state.registry.configured_bearer(url).and_then(|b| HeaderValue::from_str(&b).ok()) {
         headers.insert(AUTHORIZATION, bearer);
     }

@@ -6,10 +6,8 @@
 
 use std::time::Duration;
 
-use reqwest::header::{HeaderMap, HeaderValue};
-use runaii_wire::announcement;
-use runaii_wire::cache_scope;
-use runaii_wire::request_signature::{self, Signed};
+use runaii_wire::cache_scope::CacheScope;
+use runaii_wire::priority::Priority;
 use runaii_wire::worker_auth::WorkerSecrets;
 use serde::Deserialize;
 
@@ -24,7 +22,7 @@ pub struct Receipt {
     pub(super) http: reqwest::Client,
     pub(super) secrets: WorkerSecrets,
     pub(super) url: String,
-    pub(super) scope: String,
+    pub(super) scope: CacheScope,
     pub(super) request_id: String,
 }
 
@@ -60,13 +58,7 @@ impl Receipt {
 
     async fn ask(&self) -> Option<Consumed> {
         let path = format!("/v1/requests/{}/usage", self.request_id);
-        let signed = Signed { method: "GET", path: &path, scope: &self.scope, priority: "", body: b"" };
-        let mut headers = HeaderMap::new();
-        let signature = request_signature::sign(&self.secrets, &signed, announcement::now_ms(), rand::random());
-        headers.insert(request_signature::HEADER, HeaderValue::from_str(&signature).ok()?);
-        if !self.scope.is_empty() {
-            headers.insert(cache_scope::HEADER, HeaderValue::from_str(&self.scope).ok()?);
-        }
+        let headers = super::signed::headers(&self.secrets, "GET", &path, &self.scope, Priority::Online, b"");
         let response = self.http.get(format!("{}{path}", self.url)).headers(headers).timeout(Duration::from_secs(1)).send().await.ok()?;
         if !response.status().is_success() {
             return None;
