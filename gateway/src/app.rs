@@ -64,7 +64,7 @@ impl Application {
         tokio::spawn(self.state.secrets.clone().reload_forever(std::time::Duration::from_secs(5)));
         let limiter = std::sync::Arc::clone(&self.state.limiter);
         tokio::spawn(async move { limiter.flush_forever().await });
-        tokio::spawn(housekeeping(self.state.db.clone(), self.state.settings.limits.clone(), std::sync::Arc::clone(&self.state.leases)));
+        tokio::spawn(housekeeping(self.state.clone()));
         tokio::spawn(crate::changes::listen(
             self.state.settings.db.database_url.expose().to_owned(),
             self.state.db.clone(),
@@ -133,24 +133,29 @@ pub(crate) fn no_delay(stream: &mut tokio::net::TcpStream) {
 
 /// Every minute: give back this replica's credit leases idle for a minute, release credit holds older
 /// than `--hold-expiry-s` (a backstop: holds of dead replicas go within `--replica-timeout-ms`, see
-/// [`replica_heartbeat`]), forget idempotency keys past their lifetime, and delete stored responses past their tenant's retention. Every replica runs it; the statements are safe to run concurrently.
-async fn housekeeping(db: sqlx::PgPool, limits: crate::config::LimitArgs, leases: std::sync::Arc<crate::billing::leases::Leases>) {
+/// [`replica_heartbeat`]), forget idempotency keys past their lifetime, and delete stored responses and
+/// files past their expiry. Every replica runs it; the statements are safe to run concurrently.
+async fn housekeeping(state: AppState) {
+    let (db, limits) = (&state.db, &state.settings.limits);
     let mut tick = tokio::time::interval(std::time::Duration::from_secs(60));
     loop {
         tick.tick().await;
-        leases.give_back_idle(std::time::Duration::from_secs(60)).await;
-        match crate::db::credits::release_stale_holds(&db, i64::from(limits.hold_expiry_s)).await {
+        state.leases.give_back_idle(std::time::Duration::from_secs(60)).await;
+        match crate::db::credits::release_stale_holds(db, i64::from(limits.hold_expiry_s)).await {
             Ok(0) => {}
             Ok(n) => tracing::warn!(tenants = n, "released stale credit holds"),
             Err(e) => tracing::warn!(error = %e, "stale holds not released"),
         }
-        if let Err(e) = crate::db::idempotency::expire(&db, i64::from(limits.idempotency_ttl_hours) * 3600).await {
+        if let Err(e) = crate::db::idempotency::expire(db, i64::from(limits.idempotency_ttl_hours) * 3600).await {
             tracing::warn!(error = %e, "expired idempotency keys not deleted");
         }
-        if let Err(e) = crate::db::responses::expire(&db).await {
+        if let Err(e) = crate::db::responses::expire(db).await {
             tracing::warn!(error = %e, "expired stored responses not deleted");
         }
-        if let Err(e) = crate::db::admin_tokens::expire(&db).await {
+        if let Err(e) = crate::files::expire(&state).await {
+            tracing::warn!(error = ?e, "expired files not deleted");
+        }
+        if let Err(e) = crate::db::admin_tokens::expire(db).await {
             tracing::warn!(error = %e, "staff token revocations past their tokens' lifetime not deleted");
         }
     }

@@ -218,6 +218,30 @@ pub struct Settings {
     pub workers: WorkerArgs,
     #[command(flatten)]
     pub responses: ResponseStoreArgs,
+    #[command(flatten)]
+    pub files: FileArgs,
+}
+
+/// Files (`/v1/files`): how large one may be, how long its upload may take, and how many bytes a
+/// tenant's files may take unless it has terms of its own (table `file_storage_terms`).
+#[derive(Debug, Clone, Args)]
+pub struct FileArgs {
+    /// The largest file accepted, in bytes (OpenAI's limit for a Batch API input: 200 MB).
+    #[arg(long = "files-max-bytes", env = "RUNAII_FILES_MAX_BYTES", default_value_t = 200 * 1000 * 1000, value_parser = clap::value_parser!(u64).range(1..=1 << 40))]
+    pub max_bytes: u64,
+    /// How long a client may take to send one upload, in milliseconds (it replaces
+    /// `--body-read-timeout-ms` on `POST /v1/files`).
+    #[arg(long = "files-upload-timeout-ms", env = "RUNAII_FILES_UPLOAD_TIMEOUT_MS", default_value_t = 600_000)]
+    pub upload_timeout_ms: u64,
+    /// Bytes a tenant's files may take; past it, uploads are refused.
+    #[arg(id = "files_max_stored_bytes", long = "files-max-stored-bytes", env = "RUNAII_FILES_MAX_STORED_BYTES", default_value_t = 10 * 1000 * 1000 * 1000, value_parser = clap::value_parser!(i64).range(0..))]
+    pub max_stored_bytes: i64,
+}
+
+impl Default for FileArgs {
+    fn default() -> Self {
+        Self { max_bytes: 200 * 1000 * 1000, upload_timeout_ms: 600_000, max_stored_bytes: 10 * 1000 * 1000 * 1000 }
+    }
 }
 
 /// The Responses store (`inference::responses::store`): how long a tenant's stored responses are kept
@@ -364,6 +388,13 @@ impl Default for AdminArgs {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Clap's own checks of the command line (names unique across flattened groups, among others), which
+    /// otherwise run only when a binary starts.
+    #[test]
+    fn the_command_line_is_well_formed() {
+        <Cli as clap::CommandFactory>::command().debug_assert();
+    }
 
     /// Settings are logged at start: no credential in them may reach the log.
     #[test]

@@ -28,6 +28,9 @@ pub enum ApiError {
         "Stored responses take {used} of this tenant's {max} bytes: delete some (DELETE /v1/responses/{{id}}) or send `store: false`."
     )]
     StorageQuotaExceeded { used: i64, max: i64 },
+    /// The tenant's files would take more than its quota: the upload is refused and nothing of it kept.
+    #[error("Files take {used} of this tenant's {max} bytes, and this file does not fit: delete some (DELETE /v1/files/{{id}}).")]
+    FileQuotaExceeded { used: i64, max: i64 },
     /// The engine refused the request (a constraint it cannot enforce, a context too long, a field it
     /// will not take): a 400 naming the field and the check that failed, not charged.
     #[error("the inference engine rejected the request ({check}): {message}")]
@@ -128,6 +131,7 @@ impl ApiError {
             | Self::UnsupportedParameter { .. }
             | Self::PreviousResponseNotFound(_)
             | Self::StorageQuotaExceeded { .. }
+            | Self::FileQuotaExceeded { .. }
             | Self::UpstreamRejected { .. } => StatusCode::BAD_REQUEST,
             Self::ModelNotFound(_) | Self::NoRoute => StatusCode::NOT_FOUND,
             Self::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
@@ -152,7 +156,7 @@ impl ApiError {
             Self::InvalidRequest { code, .. } | Self::UnsupportedParameter { code, .. } => code,
             Self::ModelNotFound(_) => "model_not_found",
             Self::PreviousResponseNotFound(_) => "previous_response_not_found",
-            Self::StorageQuotaExceeded { .. } => "storage_quota_exceeded",
+            Self::StorageQuotaExceeded { .. } | Self::FileQuotaExceeded { .. } => "storage_quota_exceeded",
             Self::UpstreamRejected { .. } => "upstream_rejected",
             Self::NoReadyWorker(_) => "model_unavailable",
             Self::WorkersBusy(_) => "model_overloaded",
@@ -187,6 +191,7 @@ impl ApiError {
             Self::UnsupportedParameter { name, .. } => Some(name.clone()),
             Self::PreviousResponseNotFound(_) => Some("previous_response_id".into()),
             Self::StorageQuotaExceeded { .. } => Some("store".into()),
+            Self::FileQuotaExceeded { .. } => Some("file".into()),
             Self::UpstreamRejected { param, .. } => param.clone(),
             _ => None,
         }
@@ -241,6 +246,7 @@ impl ApiError {
             | Self::IdempotencyKeyReused
             | Self::IdempotencyQuotaExceeded(_)
             | Self::StorageQuotaExceeded { .. }
+            | Self::FileQuotaExceeded { .. }
             | Self::RequestTimeLimit(_) => {
                 headers.insert(HeaderName::from_static("x-should-retry"), HeaderValue::from_static("false"));
             }

@@ -55,6 +55,8 @@ pub struct Shared {
     /// The credential shared with workers (re-read from its file while running).
     pub secrets: runaii_wire::worker_auth::WorkerSecrets,
     pub settings: Arc<Settings>,
+    /// Where files' bytes are kept (`files::storage`).
+    pub files: crate::files::storage::Storage,
     /// This process's id among the gateway replicas: credit holds name it, so that if the process dies the
     /// other replicas release them (see `db::replicas`).
     pub replica_id: uuid::Uuid,
@@ -86,6 +88,7 @@ impl AppState {
         let secrets = settings.workers.secrets()?;
         let replica_id = uuid::Uuid::now_v7();
         let tasks = tokio_util::task::TaskTracker::new();
+        let files = crate::files::storage::Storage::Database(db.clone());
         Ok(Self(Arc::new(Shared {
             keys: Arc::new(KeyCache::new(Duration::from_millis(settings.key_cache_ms), settings.key_cache_entries)),
             auth_failures: Arc::new(FailedAuth::new(settings.auth_failures_per_minute)),
@@ -101,6 +104,7 @@ impl AppState {
             secrets,
             db,
             http,
+            files,
             settings: Arc::new(settings),
             replica_id,
             tasks,

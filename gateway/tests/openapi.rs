@@ -168,6 +168,7 @@ struct Call<'a> {
     path: String,
     auth: Auth<'a>,
     body: Option<Value>,
+    form: Option<reqwest::multipart::Form>,
     headers: Vec<(&'a str, &'a str)>,
 }
 
@@ -179,7 +180,14 @@ enum Auth<'a> {
 
 impl<'a> Call<'a> {
     fn new(method: Method, template: &'a str, path: impl Into<String>, auth: Auth<'a>) -> Self {
-        Self { method, template, path: path.into(), auth, body: None, headers: Vec::new() }
+        Self { method, template, path: path.into(), auth, body: None, form: None, headers: Vec::new() }
+    }
+
+    /// A multipart form with a file part `file` holding `bytes`, and `purpose`.
+    fn upload(mut self, bytes: Vec<u8>, purpose: &str) -> Self {
+        let file = reqwest::multipart::Part::bytes(bytes).file_name("input.jsonl");
+        self.form = Some(reqwest::multipart::Form::new().text("purpose", purpose.to_owned()).part("file", file));
+        self
     }
 
     fn body(mut self, body: Value) -> Self {
@@ -206,6 +214,9 @@ impl<'a> Call<'a> {
         if let Some(body) = &self.body {
             request = request.json(body);
         }
+        if let Some(form) = self.form {
+            request = request.multipart(form);
+        }
         let response = request.send().await.unwrap();
         let status = response.status().as_u16();
         let headers = response.headers().clone();
@@ -230,6 +241,7 @@ async fn real_answers_match_the_document() {
     public_routes(&app, &spec, key).await;
     inference_routes(&app, &spec, key).await;
     inference_errors(&app, &spec, key).await;
+    file_routes(&app, &spec, key).await;
     admin_routes(&app, &spec).await;
 
     // Without a JWT secret or key the admin API is off: 503.
@@ -238,6 +250,26 @@ async fn real_answers_match_the_document() {
     Call::new(Method::GET, "/admin/v1/tenants", "/admin/v1/tenants", Auth::Bearer(&token)).expect(&disabled, &spec, 503).await;
 
     spec.assert_all_seen();
+}
+
+async fn file_routes(app: &TestApp, spec: &Spec, key: &str) {
+    use Method as M;
+    let line = json!({"custom_id": "a", "method": "POST", "url": "/v1/chat/completions", "body": tiny_chat()}).to_string();
+    let (text, _) = Call::new(M::POST, "/v1/files", "/v1/files", Auth::Bearer(key))
+        .upload(line.clone().into_bytes(), "batch")
+        .expect(app, spec, 200)
+        .await;
+    let id = serde_json::from_str::<Value>(&text).unwrap()["id"].as_str().unwrap().to_owned();
+    Call::new(M::POST, "/v1/files", "/v1/files", Auth::Bearer(key)).upload(line.into_bytes(), "fine-tune").expect(app, spec, 400).await;
+    Call::new(M::POST, "/v1/files", "/v1/files", Auth::None).upload(Vec::new(), "batch").expect(app, spec, 401).await;
+    Call::new(M::GET, "/v1/files", "/v1/files?limit=1", Auth::Bearer(key)).expect(app, spec, 200).await;
+    Call::new(M::GET, "/v1/files", "/v1/files?limit=0", Auth::Bearer(key)).expect(app, spec, 400).await;
+    Call::new(M::GET, "/v1/files/{id}", format!("/v1/files/{id}"), Auth::Bearer(key)).expect(app, spec, 200).await;
+    Call::new(M::GET, "/v1/files/{id}/content", format!("/v1/files/{id}/content"), Auth::Bearer(key)).expect(app, spec, 200).await;
+    Call::new(M::DELETE, "/v1/files/{id}", format!("/v1/files/{id}"), Auth::Bearer(key)).expect(app, spec, 200).await;
+    Call::new(M::GET, "/v1/files/{id}", format!("/v1/files/{id}"), Auth::Bearer(key)).expect(app, spec, 404).await;
+    Call::new(M::GET, "/v1/files/{id}/content", format!("/v1/files/{id}/content"), Auth::Bearer(key)).expect(app, spec, 404).await;
+    Call::new(M::DELETE, "/v1/files/{id}", format!("/v1/files/{id}"), Auth::Bearer(key)).expect(app, spec, 404).await;
 }
 
 async fn public_routes(app: &TestApp, spec: &Spec, key: &str) {

@@ -101,6 +101,17 @@ error_responses! {
     /// `not_found`: the key's tenant has no stored response with this id (another tenant's, a deleted or
     /// an expired one, or one sent with `store: false`).
     ResponseNotFound(ErrorBody);
+    /// `not_found`: the key's tenant has no file with this id (another tenant's, a deleted or an expired one).
+    FileNotFound(ErrorBody);
+    /// `invalid_request_error` with the form field at fault in `param` (`file` for a file that is not a
+    /// batch input, naming its line; `purpose`; `expires_after[seconds]`), `unsupported_parameter` for a
+    /// form field the API does not take, or `storage_quota_exceeded`: the tenant's files would take more
+    /// than its quota. Nothing of a refused upload is kept.
+    FileRefused(ErrorBody);
+    /// `payload_too_large`: the file is larger than `--files-max-bytes` (200 MB by default).
+    FileTooLarge(ErrorBody);
+    /// `request_timeout`: the form did not arrive within `--files-upload-timeout-ms` (10 minutes by default).
+    FileUploadTimeout(ErrorBody);
     /// `invalid_json`, or `invalid_request_error` with the path, query parameter or field at fault in
     /// `param` when there is one (a malformed id, text with a NUL character).
     InvalidRequest(ErrorBody);
@@ -147,6 +158,10 @@ error_sets! {
     }
     /// The stored responses' routes.
     StoredResponseErrors { 400 => InvalidRequest, 401 => Unauthorized, 404 => ResponseNotFound, 503 => Unavailable }
+    /// `POST /v1/files`.
+    FileUploadErrors { 400 => FileRefused, 401 => Unauthorized, 408 => FileUploadTimeout, 413 => FileTooLarge, 503 => Unavailable }
+    /// The routes that read a tenant's files.
+    FileErrors { 400 => InvalidRequest, 401 => Unauthorized, 404 => FileNotFound, 503 => Unavailable }
     /// An admin route that reads no path or query: only the token and the database can fail it.
     AdminErrors { 401 => AdminUnauthorized, 403 => AdminForbidden, 503 => AdminUnavailable }
     /// An admin route that reads a query or a body but names nothing that must exist.

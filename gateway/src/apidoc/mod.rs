@@ -6,6 +6,7 @@
 
 pub mod chat;
 pub mod errors;
+pub mod files;
 pub mod messages;
 pub mod params;
 pub mod responses;

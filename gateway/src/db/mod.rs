@@ -6,6 +6,7 @@ pub mod admin_tokens;
 pub mod audit;
 pub mod costs;
 pub mod credits;
+pub mod files;
 pub mod idempotency;
 pub mod keys;
 pub mod leases;

@@ -19,10 +19,12 @@ use http_body::{Frame, SizeHint};
 use tokio::time::{Instant, Sleep};
 
 use crate::extract::BodyDeadline;
-use crate::state::AppState;
 
-pub(super) async fn read_in_time(State(state): State<AppState>, request: Request, next: Next) -> Response {
-    let timeout_ms = state.settings.body_read_timeout_ms;
+/// How long a route's bodies may take to arrive, in milliseconds.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Window(pub u64);
+
+pub(super) async fn read_in_time(State(Window(timeout_ms)): State<Window>, request: Request, next: Next) -> Response {
     let (parts, body) = request.into_parts();
     let deadline = Instant::now() + Duration::from_millis(timeout_ms);
     next.run(Request::from_parts(parts, Body::new(Deadline { inner: body, deadline, expires: None, timeout_ms }))).await

@@ -3,10 +3,12 @@
 mod account;
 mod body;
 mod chat;
+mod files;
 mod inference;
 mod messages;
 mod metrics;
 mod models;
+mod query;
 mod responses;
 mod stored_responses;
 
@@ -31,6 +33,11 @@ use crate::state::AppState;
     stored_responses::input_items,
     stored_responses::cancel,
     messages::create,
+    files::create,
+    files::list,
+    files::retrieve,
+    files::content,
+    files::delete,
     account::get,
     health,
     metrics::scrape,
@@ -55,13 +62,27 @@ pub fn router(state: AppState, service: Router<AppState>) -> Router {
         .route("/health", get(|| async { "ok" }))
         .route("/metrics", get(metrics::scrape))
         .merge(service)
-        .fallback(|| async { ApiError::NoRoute })
         .layer(DefaultBodyLimit::max(limit))
-        .layer(middleware::from_fn_with_state(state.clone(), body::read_in_time))
+        .layer(middleware::from_fn_with_state(body::Window(state.settings.body_read_timeout_ms), body::read_in_time))
+        .merge(files_router(&state))
+        .fallback(|| async { ApiError::NoRoute })
         .layer(middleware::from_fn(crate::request_id::stamp))
         .layer(middleware::from_fn(crate::metrics::track))
         .layer(middleware::from_fn(runaii_telemetry::trace_requests))
         .with_state(state)
+}
+
+/// `/v1/files`, whose uploads are larger and slower than any other request: their own size limit (the
+/// largest file and its form's few fields) and time to arrive.
+fn files_router(state: &AppState) -> Router<AppState> {
+    let files = &state.settings.files;
+    let limit = usize::try_from(files.max_bytes).unwrap_or(usize::MAX).saturating_add(64 * 1024);
+    Router::new()
+        .route("/v1/files", post(files::create).get(files::list))
+        .route("/v1/files/{id}", get(files::retrieve).delete(files::delete))
+        .route("/v1/files/{id}/content", get(files::content))
+        .layer(DefaultBodyLimit::max(limit))
+        .layer(middleware::from_fn_with_state(body::Window(files.upload_timeout_ms), body::read_in_time))
 }
 
 /// The private listener (`RUNAII_METRICS_ADDR`): `/metrics` without a token, and `/health`, for

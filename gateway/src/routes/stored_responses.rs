@@ -19,19 +19,10 @@ use crate::inference::responses::background;
 use crate::request_id;
 use crate::state::AppState;
 
+use super::query::{self, no_query};
+
 fn not_found(id: &str) -> ApiError {
     ApiError::NotFound(format!("response '{id}'"))
-}
-
-/// Refuses query parameters the route does not read: `stream` (resuming a stream) and `include` are
-/// not offered, and a parameter ignored is worse than a refusal.
-fn no_query(query: &HashMap<String, String>, allowed: &[&str]) -> Result<(), ApiError> {
-    match query.keys().find(|k| !allowed.contains(&k.as_str())) {
-        Some(name) => {
-            Err(ApiError::UnsupportedParameter { name: name.clone(), why: "this route does not take it", code: "unsupported_parameter" })
-        }
-        None => Ok(()),
-    }
 }
 
 #[utoipa::path(
@@ -115,19 +106,8 @@ pub(super) async fn input_items(
     Query(query): Query<HashMap<String, String>>,
 ) -> Result<Json<InputItemList>, ApiError> {
     no_query(&query, &["limit", "order", "after"])?;
-    let limit = match query.get("limit") {
-        None => 20,
-        Some(text) => text
-            .parse::<usize>()
-            .ok()
-            .filter(|n| (1..=100).contains(n))
-            .ok_or_else(|| ApiError::invalid("limit must be an integer from 1 to 100", "limit"))?,
-    };
-    let ascending = match query.get("order").map(String::as_str) {
-        None | Some("desc") => false,
-        Some("asc") => true,
-        Some(_) => return Err(ApiError::invalid("order must be asc or desc", "order")),
-    };
+    let limit = query::limit(&query, 20, 100)?;
+    let ascending = query::ascending(&query)?;
     let stored = rows::get(&state.db, caller.tenant_id, &id).await?.ok_or_else(|| not_found(&id))?;
     let mut items: Vec<Value> = stored.input_items.as_array().cloned().unwrap_or_default();
     if !ascending {

@@ -1,0 +1,124 @@
+//! Files (`/v1/files`, OpenAI's Files API): a tenant uploads, lists, reads and deletes its own files,
+//! never another tenant's. Descriptions live in Postgres (`db::files`), bytes in [`storage::Storage`].
+
+pub mod batch_input;
+pub mod storage;
+mod upload;
+
+use axum::body::Bytes;
+use futures::stream::BoxStream;
+use uuid::Uuid;
+
+pub use upload::{upload, DEFAULT_EXPIRY_S};
+
+use crate::db::files::{self as rows, FileRow};
+use crate::error::ApiError;
+use crate::state::AppState;
+use storage::StorageError;
+
+/// The most files one list answers.
+pub const MAX_LIST: i64 = 10_000;
+
+/// How to page through a tenant's files.
+#[derive(Debug, Clone, Default)]
+pub struct ListQuery {
+    pub purpose: Option<String>,
+    /// A file id: list the files after it.
+    pub after: Option<String>,
+    pub ascending: bool,
+    pub limit: i64,
+}
+
+/// One page of files, and whether more follow.
+#[derive(Debug)]
+pub struct Page {
+    pub files: Vec<FileRow>,
+    pub has_more: bool,
+}
+
+fn not_found(id: &str) -> ApiError {
+    ApiError::NotFound(format!("file '{id}'"))
+}
+
+pub(crate) fn storage_error(e: StorageError) -> ApiError {
+    match e {
+        StorageError::Database(e) => ApiError::from(e),
+        e @ StorageError::MissingPart { .. } => ApiError::Internal(e.to_string()),
+    }
+}
+
+/// The tenant's file `id`.
+///
+/// # Errors
+/// 404 for an id the tenant does not have (another tenant's, a deleted or an expired one).
+pub async fn get(state: &AppState, tenant: Uuid, id: &str) -> Result<FileRow, ApiError> {
+    rows::get(&state.db, tenant, id).await?.ok_or_else(|| not_found(id))
+}
+
+/// A page of the tenant's files.
+///
+/// # Errors
+/// 400 for an `after` the tenant does not have.
+pub async fn list(state: &AppState, tenant: Uuid, query: &ListQuery) -> Result<Page, ApiError> {
+    let after = match &query.after {
+        Some(id) => Some(
+            rows::get(&state.db, tenant, id)
+                .await?
+                .ok_or_else(|| ApiError::invalid(format!("after names no file of yours ('{id}')"), "after"))?,
+        ),
+        None => None,
+    };
+    let mut files =
+        rows::list(&state.db, tenant, query.purpose.as_deref(), after.as_ref(), query.ascending, query.limit.saturating_add(1)).await?;
+    let has_more = files.len() as i64 > query.limit;
+    files.truncate(usize::try_from(query.limit).unwrap_or(usize::MAX));
+    Ok(Page { files, has_more })
+}
+
+/// The tenant's file `id` and its bytes, read as they are sent.
+///
+/// # Errors
+/// 404 as [`get`].
+pub async fn content(
+    state: &AppState,
+    tenant: Uuid,
+    id: &str,
+) -> Result<(FileRow, BoxStream<'static, Result<Bytes, StorageError>>), ApiError> {
+    let file = get(state, tenant, id).await?;
+    let bytes = state.files.read(&file.id, file.parts);
+    Ok((file, bytes))
+}
+
+/// Deletes the tenant's file `id` and its bytes.
+///
+/// # Errors
+/// 404 as [`get`].
+pub async fn delete(state: &AppState, tenant: Uuid, id: &str) -> Result<(), ApiError> {
+    get(state, tenant, id).await?;
+    if !discard(state, tenant, id).await? {
+        return Err(not_found(id));
+    }
+    Ok(())
+}
+
+/// Deletes file `id` whatever its status (a refused upload's too); whether there was one.
+async fn discard(state: &AppState, tenant: Uuid, id: &str) -> Result<bool, ApiError> {
+    let deleted = rows::delete(&state.db, tenant, id).await?;
+    if deleted {
+        state.files.forget(&[id.to_owned()]).await.map_err(storage_error)?;
+    }
+    Ok(deleted)
+}
+
+/// Deletes the files past their expiry, and uploads abandoned longer than an upload may take (their
+/// gateway died), with their bytes; how many.
+///
+/// # Errors
+/// Database or storage errors.
+pub async fn expire(state: &AppState) -> Result<usize, ApiError> {
+    // An upload still running is younger than its timeout; a minute more covers clocks and the last part.
+    let stale_s = state.settings.files.upload_timeout_ms as f64 / 1000.0 + 60.0;
+    let ids = rows::expire(&state.db, stale_s).await?;
+    state.files.forget(&ids).await.map_err(storage_error)?;
+    Ok(ids.len())
+}
