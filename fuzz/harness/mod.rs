@@ -97,6 +97,7 @@ fn model() -> ModelRow {
         input_price_per_mtok: Decimal::new(1_000_000, 2),
         cached_input_price_per_mtok: Decimal::new(1_000_000, 2),
         output_price_per_mtok: Decimal::new(1_000_000, 2),
+        batch_price_ratio: Decimal::ONE,
         supports_structured_outputs: true,
         supports_tools: true,
         schema_in_prompt: true,

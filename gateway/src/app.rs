@@ -65,6 +65,7 @@ impl Application {
         let limiter = std::sync::Arc::clone(&self.state.limiter);
         tokio::spawn(async move { limiter.flush_forever().await });
         tokio::spawn(housekeeping(self.state.clone()));
+        tokio::spawn(crate::batches::runner::run_forever(self.state.clone()));
         tokio::spawn(crate::changes::listen(
             self.state.settings.db.database_url.expose().to_owned(),
             self.state.db.clone(),

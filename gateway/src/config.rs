@@ -220,6 +220,27 @@ pub struct Settings {
     pub responses: ResponseStoreArgs,
     #[command(flatten)]
     pub files: FileArgs,
+    #[command(flatten)]
+    pub batches: BatchArgs,
+}
+
+/// The Batch API's runner on this replica.
+#[derive(Debug, Clone, Args)]
+pub struct BatchArgs {
+    /// Batch lines this replica runs at once (across all batches). They wait at the worker behind every
+    /// online request, so more only helps while the workers have idle slots.
+    #[arg(long = "batch-concurrency", env = "RUNAII_BATCH_CONCURRENCY", default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub concurrency: u32,
+    /// How often the runner looks for work, in milliseconds, besides being woken when a batch is created
+    /// or cancelled and when a line finishes.
+    #[arg(long = "batch-poll-ms", env = "RUNAII_BATCH_POLL_MS", default_value_t = 1000)]
+    pub poll_ms: u64,
+}
+
+impl Default for BatchArgs {
+    fn default() -> Self {
+        Self { concurrency: 8, poll_ms: 1000 }
+    }
 }
 
 /// Files (`/v1/files`): how large one may be, how long its upload may take, and how many bytes a

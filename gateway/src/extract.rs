@@ -23,6 +23,19 @@ impl From<PathRejection> for ApiError {
     }
 }
 
+/// A JSON body, or the gateway's error: 400 with the parser's reason, 413 or 408 for a body too large or
+/// too slow to arrive.
+///
+/// # Errors
+/// As above.
+pub fn json_body<T>(body: Result<axum::Json<T>, axum::extract::rejection::JsonRejection>, max_body_bytes: usize) -> Result<T, ApiError> {
+    use axum::extract::rejection::JsonRejection;
+    body.map(|axum::Json(b)| b).map_err(|e| match e {
+        JsonRejection::BytesRejection(r) => body_error(&r, max_body_bytes),
+        e => ApiError::InvalidJson(e.body_text()),
+    })
+}
+
 /// A request body that did not arrive in time (see `routes::body`).
 #[derive(Debug, thiserror::Error)]
 #[error("the request body did not arrive within {0} ms")]

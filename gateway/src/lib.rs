@@ -6,7 +6,7 @@
 //! `inference` (one driver for every dialect — chat completions, Responses, Messages — that checks,
 //! routes, meters and records; the dialects translate), `ops` (changes to tenants, keys, credit and the
 //! catalog, each validated and audited in its transaction; the command line calls them too),
-//! `idempotency` (`Idempotency-Key`), `files` (uploads: their checks, quota and storage). Below them: `auth` (API keys, staff tokens), `billing` (pricing,
+//! `idempotency` (`Idempotency-Key`), `files` (uploads: their checks, quota and storage), `batches` (the Batch API and its runner). Below them: `auth` (API keys, staff tokens), `billing` (pricing,
 //! holds, the cost ledger), `structured` (response_format checks and schema prompts), `upstream` (the
 //! worker registry and client), `catalog` (the in-memory catalog) and `changes` (the listener that keeps
 //! it and the key cache fresh), `ratelimit` (per-key limits in Redis), `db` (SQL only). `shapes` and
@@ -16,6 +16,7 @@ pub mod admin;
 pub mod apidoc;
 pub mod app;
 pub mod auth;
+pub mod batches;
 pub mod billing;
 pub mod catalog;
 pub mod changes;

@@ -55,6 +55,8 @@ pub struct Shared {
     /// The credential shared with workers (re-read from its file while running).
     pub secrets: runaii_wire::worker_auth::WorkerSecrets,
     pub settings: Arc<Settings>,
+    /// Wakes this replica's batch runner: a batch was created or cancelled, or a line finished.
+    pub batches_wake: Arc<tokio::sync::Notify>,
     /// Where files' bytes are kept (`files::storage`).
     pub files: crate::files::storage::Storage,
     /// This process's id among the gateway replicas: credit holds name it, so that if the process dies the
@@ -105,6 +107,7 @@ impl AppState {
             db,
             http,
             files,
+            batches_wake: Arc::default(),
             settings: Arc::new(settings),
             replica_id,
             tasks,

@@ -266,10 +266,25 @@ async fn file_routes(app: &TestApp, spec: &Spec, key: &str) {
     Call::new(M::GET, "/v1/files", "/v1/files?limit=0", Auth::Bearer(key)).expect(app, spec, 400).await;
     Call::new(M::GET, "/v1/files/{id}", format!("/v1/files/{id}"), Auth::Bearer(key)).expect(app, spec, 200).await;
     Call::new(M::GET, "/v1/files/{id}/content", format!("/v1/files/{id}/content"), Auth::Bearer(key)).expect(app, spec, 200).await;
+    batch_routes(app, spec, key, &id).await;
     Call::new(M::DELETE, "/v1/files/{id}", format!("/v1/files/{id}"), Auth::Bearer(key)).expect(app, spec, 200).await;
     Call::new(M::GET, "/v1/files/{id}", format!("/v1/files/{id}"), Auth::Bearer(key)).expect(app, spec, 404).await;
     Call::new(M::GET, "/v1/files/{id}/content", format!("/v1/files/{id}/content"), Auth::Bearer(key)).expect(app, spec, 404).await;
     Call::new(M::DELETE, "/v1/files/{id}", format!("/v1/files/{id}"), Auth::Bearer(key)).expect(app, spec, 404).await;
+}
+
+async fn batch_routes(app: &TestApp, spec: &Spec, key: &str, file: &str) {
+    use Method as M;
+    let create = json!({"input_file_id": file, "endpoint": "/v1/chat/completions", "completion_window": "24h"});
+    let (text, _) = Call::new(M::POST, "/v1/batches", "/v1/batches", Auth::Bearer(key)).body(create.clone()).expect(app, spec, 200).await;
+    let id = serde_json::from_str::<Value>(&text).unwrap()["id"].as_str().unwrap().to_owned();
+    let bad = json!({"input_file_id": file, "endpoint": "/v1/embeddings", "completion_window": "24h"});
+    Call::new(M::POST, "/v1/batches", "/v1/batches", Auth::Bearer(key)).body(bad).expect(app, spec, 400).await;
+    Call::new(M::POST, "/v1/batches", "/v1/batches", Auth::None).body(create).expect(app, spec, 401).await;
+    Call::new(M::GET, "/v1/batches", "/v1/batches?limit=5", Auth::Bearer(key)).expect(app, spec, 200).await;
+    Call::new(M::GET, "/v1/batches/{id}", format!("/v1/batches/{id}"), Auth::Bearer(key)).expect(app, spec, 200).await;
+    Call::new(M::GET, "/v1/batches/{id}", "/v1/batches/batch_nope", Auth::Bearer(key)).expect(app, spec, 404).await;
+    Call::new(M::POST, "/v1/batches/{id}/cancel", format!("/v1/batches/{id}/cancel"), Auth::Bearer(key)).expect(app, spec, 200).await;
 }
 
 async fn public_routes(app: &TestApp, spec: &Spec, key: &str) {

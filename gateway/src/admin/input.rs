@@ -14,10 +14,7 @@ pub fn query<T>(query: Result<Query<T>, QueryRejection>) -> Result<T, ApiError> 
 /// # Errors
 /// 400 with the parser's reason; 413 or 408 for a body too large or too slow to arrive.
 pub fn body<T>(body: Result<Json<T>, JsonRejection>, max_body_bytes: usize) -> Result<T, ApiError> {
-    body.map(|Json(b)| b).map_err(|e| match e {
-        JsonRejection::BytesRejection(r) => crate::extract::body_error(&r, max_body_bytes),
-        e => ApiError::InvalidJson(e.body_text()),
-    })
+    crate::extract::json_body(body, max_body_bytes)
 }
 
 /// `limit` between 1 and 1000, 100 by default.

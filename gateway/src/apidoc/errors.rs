@@ -103,6 +103,8 @@ error_responses! {
     ResponseNotFound(ErrorBody);
     /// `not_found`: the key's tenant has no file with this id (another tenant's, a deleted or an expired one).
     FileNotFound(ErrorBody);
+    /// `not_found`: the key's tenant has no batch with this id.
+    BatchNotFound(ErrorBody);
     /// `invalid_request_error` with the form field at fault in `param` (`file` for a file that is not a
     /// batch input, naming its line; `purpose`; `expires_after[seconds]`), `unsupported_parameter` for a
     /// form field the API does not take, or `storage_quota_exceeded`: the tenant's files would take more
@@ -160,6 +162,8 @@ error_sets! {
     StoredResponseErrors { 400 => InvalidRequest, 401 => Unauthorized, 404 => ResponseNotFound, 503 => Unavailable }
     /// `POST /v1/files`.
     FileUploadErrors { 400 => FileRefused, 401 => Unauthorized, 408 => FileUploadTimeout, 413 => FileTooLarge, 503 => Unavailable }
+    /// The Batch API's routes.
+    BatchErrors { 400 => InvalidRequest, 401 => Unauthorized, 404 => BatchNotFound, 503 => Unavailable }
     /// The routes that read a tenant's files.
     FileErrors { 400 => InvalidRequest, 401 => Unauthorized, 404 => FileNotFound, 503 => Unavailable }
     /// An admin route that reads no path or query: only the token and the database can fail it.

@@ -4,6 +4,7 @@
 //! `#[utoipa::path]` attributes; `crate::openapi` assembles the document from those attributes and
 //! imports nothing else of the routes.
 
+pub mod batches;
 pub mod chat;
 pub mod errors;
 pub mod files;

@@ -6,11 +6,13 @@ use axum::extract::{FromRef, FromRequestParts};
 use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
 use chrono::Utc;
+use runaii_wire::priority::Priority;
 use sqlx::PgPool;
 use uuid::Uuid;
 
 use super::attempts::{FailedAuth, Source, Verdict};
 use super::{Cached, KeyCache};
+use crate::db::keys::KeyRow;
 use crate::error::ApiError;
 use crate::ratelimit::{Budgets, Limits};
 
@@ -38,6 +40,9 @@ pub struct Caller {
     pub monthly_spend_cap: Option<rust_decimal::Decimal>,
     /// The tenant's cap on requests in flight (`concurrency`).
     pub max_concurrent: u32,
+    /// The class its requests run in: `Online`, or `Batch` for a batch's lines, which run at the
+    /// model's batch price, after online requests at the worker, outside the online rate limits.
+    pub priority: Priority,
 }
 
 impl Caller {
@@ -103,9 +108,14 @@ impl KeyCheck {
         let stored = row.as_ref().map_or(&DUMMY_HASH[..], |r| &r.secret_hash[..]);
         let matches = key.matches(stored);
         let row = row.filter(|_| matches).ok_or(Refusal::Invalid)?;
+        self.caller_of(&row).ok_or(Refusal::Invalid)
+    }
+
+    /// The caller a key's row stands for, online, unless the key is revoked or expired.
+    fn caller_of(&self, row: &KeyRow) -> Option<Caller> {
         let now = Utc::now();
         if row.revoked_at.is_some_and(|t| t <= now) || row.expires_at.is_some_and(|t| t <= now) {
-            return Err(Refusal::Invalid);
+            return None;
         }
         let own = |limit: Option<i32>| limit.and_then(|n| u32::try_from(n).ok());
         let (tenant_rpm, tenant_tpm) = (own(row.tenant_rpm_limit), own(row.tenant_tpm_limit));
@@ -118,14 +128,25 @@ impl KeyCheck {
         let tenant_limits = (tenant_rpm.is_some() || tenant_tpm.is_some())
             .then(|| Limits { requests_per_minute: tenant_rpm.unwrap_or(u32::MAX), tokens_per_minute: tenant_tpm.unwrap_or(u32::MAX) });
         let max_concurrent = u32::try_from(row.tenant_max_concurrent).unwrap_or(1).max(1);
-        Ok(Caller {
+        Some(Caller {
             tenant_id: row.tenant_id,
             key_id: row.id,
             limits,
             tenant_limits,
             monthly_spend_cap: row.monthly_spend_cap,
             max_concurrent,
+            priority: Priority::Online,
         })
+    }
+
+    /// The caller for key `id` in the `batch` class, read afresh: for the lines of a batch the key
+    /// created. `None` once the key is revoked or expired (its lines then fail, unrun).
+    ///
+    /// # Errors
+    /// Database errors.
+    pub async fn batch_caller(&self, id: Uuid) -> Result<Option<Caller>, sqlx::Error> {
+        let row = crate::db::keys::find_by_id(&self.db, id).await?;
+        Ok(row.and_then(|row| self.caller_of(&row)).map(|caller| Caller { priority: Priority::Batch, ..caller }))
     }
 }
 

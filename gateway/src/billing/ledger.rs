@@ -3,6 +3,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use runaii_wire::priority::Priority;
 use rust_decimal::Decimal;
 use tracing::Instrument as _;
 
@@ -129,7 +130,10 @@ impl Ledger {
                 "cost above the hold and the tenant's balance: recorded with a shortfall");
         }
         crate::metrics::global().recorded(&record, self.started.elapsed());
-        self.limiter.spend(self.caller.budgets(), u64::from(tokens.input) + u64::from(tokens.output));
+        // A batch's lines have their own pool: they never spend the key's online budget.
+        if self.caller.priority == Priority::Online {
+            self.limiter.spend(self.caller.budgets(), u64::from(tokens.input) + u64::from(tokens.output));
+        }
         Ok(cost)
     }
 }

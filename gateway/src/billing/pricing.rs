@@ -139,12 +139,21 @@ pub(crate) mod tests {
             input_price_per_mtok: Decimal::from_str(input).unwrap(),
             cached_input_price_per_mtok: Decimal::from_str(input).unwrap(),
             output_price_per_mtok: Decimal::from_str(output).unwrap(),
+            batch_price_ratio: Decimal::from_str("0.5").unwrap(),
             supports_structured_outputs: true,
             supports_tools: false,
             schema_in_prompt: true,
             public: true,
             created_at: chrono::Utc::now(),
         }
+    }
+
+    #[test]
+    fn a_batch_line_costs_the_ratio_of_the_online_price_exactly() {
+        let m = ModelRow { batch_price_ratio: d("0.3333"), cached_input_price_per_mtok: d("0.025"), ..model("0.10", "0.30") };
+        let tokens = Tokens::new(1000, 400, 100);
+        assert_eq!(cost(&m.at_batch_price(), tokens), cost(&m, tokens) * d("0.3333"));
+        assert_eq!(cost(&model("0.10", "0.30").at_batch_price(), Tokens::new(1_000_000, 0, 1_000_000)), d("0.2"));
     }
 
     #[test]

@@ -38,6 +38,7 @@ pub async fn begin(db: &PgPool, tenant: Uuid, id: &str, filename: &str) -> Resul
 
 /// Counts `bytes` more for the tenant's uploading file `id` and takes the next part number, unless the
 /// tenant's files would then take more than `max_stored_bytes`: then the bytes the tenant's files take.
+/// A batch's answers (`batch_output`) are not counted: the tenant paid for them.
 /// One tenant's reservations are serialized, so concurrent uploads never pass the quota together.
 ///
 /// # Errors
@@ -46,7 +47,8 @@ pub async fn reserve(db: &PgPool, tenant: Uuid, id: &str, bytes: i64, max_stored
     let mut tx = db.begin().await?;
     sqlx::query!("SELECT pg_advisory_xact_lock(hashtextextended('files:' || $1::uuid::text, 0))", tenant).execute(&mut *tx).await?;
     let used = sqlx::query_scalar!(
-        r#"SELECT COALESCE(sum(bytes), 0)::int8 AS "used!" FROM files WHERE tenant_id = $1 AND expires_at > now()"#,
+        r#"SELECT COALESCE(sum(bytes), 0)::int8 AS "used!" FROM files
+           WHERE tenant_id = $1 AND expires_at > now() AND purpose <> 'batch_output'"#,
         tenant
     )
     .fetch_one(&mut *tx)

@@ -23,6 +23,23 @@ pub struct KeyRow {
     pub tenant_max_concurrent: i32,
 }
 
+/// The key `id`'s row, as [`find`] reads it.
+///
+/// # Errors
+/// Database errors.
+pub async fn find_by_id(db: &PgPool, id: Uuid) -> Result<Option<KeyRow>, sqlx::Error> {
+    sqlx::query_as!(
+        KeyRow,
+        r#"SELECT k.id, k.tenant_id, k.secret_hash, k.expires_at, k.revoked_at, k.rpm_limit, k.tpm_limit,
+                  t.rpm_limit AS tenant_rpm_limit, t.tpm_limit AS tenant_tpm_limit, t.monthly_spend_cap,
+                  t.max_concurrent_requests AS "tenant_max_concurrent!"
+           FROM api_keys k JOIN tenants t ON t.id = k.tenant_id WHERE k.id = $1"#,
+        id,
+    )
+    .fetch_optional(db)
+    .await
+}
+
 /// The key with what authentication needs of its tenant.
 ///
 /// # Errors

@@ -4,6 +4,7 @@
 
 pub mod admin_tokens;
 pub mod audit;
+pub mod batches;
 pub mod costs;
 pub mod credits;
 pub mod files;

@@ -14,11 +14,27 @@ pub struct ModelRow {
     /// USD per million prompt tokens read from a cache (a prefix a worker kept from an earlier request).
     pub cached_input_price_per_mtok: Decimal,
     pub output_price_per_mtok: Decimal,
+    /// A batch line's prices are these times this ratio (in (0, 1]; half by default).
+    pub batch_price_ratio: Decimal,
     pub supports_structured_outputs: bool,
     pub supports_tools: bool,
     pub schema_in_prompt: bool,
     pub public: bool,
     pub created_at: chrono::DateTime<chrono::Utc>,
+}
+
+impl ModelRow {
+    /// The model as a batch line is priced: every price times the model's batch ratio, exact.
+    #[must_use]
+    pub fn at_batch_price(&self) -> Self {
+        let ratio = self.batch_price_ratio;
+        Self {
+            input_price_per_mtok: self.input_price_per_mtok * ratio,
+            cached_input_price_per_mtok: self.cached_input_price_per_mtok * ratio,
+            output_price_per_mtok: self.output_price_per_mtok * ratio,
+            ..self.clone()
+        }
+    }
 }
 
 /// Every enabled model (the in-memory catalog's source: `crate::catalog`).
@@ -29,7 +45,7 @@ pub async fn list_enabled(db: &PgPool) -> Result<Vec<ModelRow>, sqlx::Error> {
     sqlx::query_as!(
         ModelRow,
         "SELECT id, owned_by, context_length, input_price_per_mtok, cached_input_price_per_mtok, output_price_per_mtok,
-                supports_structured_outputs, supports_tools, schema_in_prompt, public, created_at
+                batch_price_ratio, supports_structured_outputs, supports_tools, schema_in_prompt, public, created_at
          FROM models WHERE enabled ORDER BY id"
     )
     .fetch_all(db)
@@ -60,7 +76,7 @@ pub async fn catalog(db: &mut sqlx::PgConnection, id: Option<&str>) -> Result<Ve
     // `workers!`: COALESCE never gives NULL, but a computed column's nullability is unknown to the macros.
     let rows = sqlx::query!(
         r#"SELECT id, owned_by, context_length, input_price_per_mtok, cached_input_price_per_mtok, output_price_per_mtok,
-                  supports_structured_outputs, supports_tools, schema_in_prompt, public, created_at, enabled,
+                  batch_price_ratio, supports_structured_outputs, supports_tools, schema_in_prompt, public, created_at, enabled,
                   COALESCE((SELECT array_agg(url ORDER BY url) FROM model_workers w WHERE w.model_id = m.id), '{}') AS "workers!"
            FROM models m WHERE $1::text IS NULL OR id = $1 ORDER BY id"#,
         id,
@@ -77,6 +93,7 @@ pub async fn catalog(db: &mut sqlx::PgConnection, id: Option<&str>) -> Result<Ve
                 input_price_per_mtok: r.input_price_per_mtok,
                 cached_input_price_per_mtok: r.cached_input_price_per_mtok,
                 output_price_per_mtok: r.output_price_per_mtok,
+                batch_price_ratio: r.batch_price_ratio,
                 supports_structured_outputs: r.supports_structured_outputs,
                 supports_tools: r.supports_tools,
                 schema_in_prompt: r.schema_in_prompt,
@@ -106,6 +123,10 @@ pub struct ModelChange {
     /// USD per million output tokens, a decimal string.
     #[schema(value_type = Option<String>, pattern = r"^-?[0-9]+(\.[0-9]+)?$")]
     pub output_price_per_mtok: Option<Decimal>,
+    /// A batch line's price as a share of the online price, a decimal string in (0, 1] with at most 4
+    /// decimals. Absent on a new model: 0.5.
+    #[schema(value_type = Option<String>, pattern = r"^[0-9]+(\.[0-9]+)?$", example = "0.5")]
+    pub batch_price_ratio: Option<Decimal>,
     pub enabled: Option<bool>,
     pub public: Option<bool>,
     pub supports_structured_outputs: Option<bool>,
@@ -147,7 +168,8 @@ pub async fn write(tx: &mut sqlx::PgConnection, id: &str, change: &ModelChange, 
              output_price_per_mtok = COALESCE($5, output_price_per_mtok), enabled = COALESCE($6, enabled),
              public = COALESCE($7, public),
              supports_structured_outputs = COALESCE($8, supports_structured_outputs),
-             supports_tools = COALESCE($9, supports_tools), schema_in_prompt = COALESCE($10, schema_in_prompt)
+             supports_tools = COALESCE($9, supports_tools), schema_in_prompt = COALESCE($10, schema_in_prompt),
+             batch_price_ratio = COALESCE($12, batch_price_ratio)
          WHERE id = $1",
         id,
         change.owned_by.as_deref(),
@@ -160,6 +182,7 @@ pub async fn write(tx: &mut sqlx::PgConnection, id: &str, change: &ModelChange, 
         change.supports_tools,
         change.schema_in_prompt,
         change.cached_input_price_per_mtok,
+        change.batch_price_ratio,
     )
     .execute(&mut *tx)
     .await?;

@@ -4,6 +4,7 @@
 pub mod batch_input;
 pub mod storage;
 mod upload;
+pub mod writer;
 
 use axum::body::Bytes;
 use futures::stream::BoxStream;

@@ -1,16 +1,13 @@
 //! `POST /v1/files`: a multipart form (`file`, `purpose`, optionally `expires_after[anchor]` and
-//! `expires_after[seconds]`), read as it arrives. The file's bytes go to storage one part at a time,
-//! each counted against the tenant's quota before it is kept, and its lines are checked on the way;
-//! nothing of a refused or abandoned upload is left behind, and it is listed to nobody until it is whole.
+//! `expires_after[seconds]`), read as it arrives. The file's bytes go to a [`Writer`] and its lines are
+//! checked on the way; nothing of a refused or abandoned upload is left behind.
 
-use axum::body::Bytes;
 use axum::extract::multipart::{Field, MultipartError};
 use axum::extract::Multipart;
-use bytes::BytesMut;
 use uuid::Uuid;
 
 use super::batch_input::Checker;
-use super::storage::PART_BYTES;
+use super::writer::Writer;
 use crate::db::files::{self as rows, FileRow};
 use crate::error::ApiError;
 use crate::extract::BodyDeadline;
@@ -33,7 +30,7 @@ const MAX_TEXT: usize = 256;
 /// API does not take, 413 past `--files-max-bytes`, 400 `storage_quota_exceeded` past the tenant's quota,
 /// 408 for a form that does not arrive within `--files-upload-timeout-ms`.
 pub async fn upload(state: &AppState, tenant: Uuid, mut form: Multipart) -> Result<FileRow, ApiError> {
-    let mut pending: Option<Pending> = None;
+    let mut pending: Option<Writer> = None;
     let (mut purpose, mut seconds, mut requests) = (None, None, None);
     while let Some(field) = form.next_field().await.map_err(|e| form_error(state, &e))? {
         match field.name().unwrap_or_default() {
@@ -45,10 +42,9 @@ pub async fn upload(state: &AppState, tenant: Uuid, mut form: Multipart) -> Resu
                 if filename.is_empty() || filename.len() > MAX_TEXT {
                     return Err(ApiError::invalid(format!("file must be a file part with a name of 1 to {MAX_TEXT} bytes"), "file"));
                 }
-                let id = format!("file-{}", Uuid::now_v7().simple());
-                rows::begin(&state.db, tenant, &id, &filename).await?;
-                let kept = pending.insert(Pending { state: state.clone(), tenant, id, armed: true });
-                requests = Some(receive(state, tenant, &kept.id, field).await?);
+                let quota = rows::max_stored_bytes(&state.db, tenant, state.settings.files.max_stored_bytes).await?;
+                let writer = pending.insert(Writer::begin(state, tenant, &filename, quota).await?);
+                requests = Some(receive(state, writer, field).await?);
             }
             "purpose" => {
                 let text = once(purpose.is_some(), field, "purpose").await?;
@@ -84,46 +80,27 @@ pub async fn upload(state: &AppState, tenant: Uuid, mut form: Multipart) -> Resu
             }
         }
     }
-    let (Some(mut kept), Some(requests)) = (pending, requests) else {
+    let (Some(writer), Some(requests)) = (pending, requests) else {
         return Err(ApiError::invalid("the form has no file part", "file"));
     };
     let purpose = purpose.ok_or_else(|| ApiError::invalid("purpose is required: batch", "purpose"))?;
     let lines = i32::try_from(requests).map_err(|_| ApiError::invalid("the file holds too many lines", "file"))?;
-    let row = rows::finish(&state.db, tenant, &kept.id, &purpose, Some(lines), seconds.unwrap_or(DEFAULT_EXPIRY_S))
-        .await?
-        .ok_or_else(|| ApiError::Internal(format!("upload {} vanished before it was finished", kept.id)))?;
-    kept.armed = false;
-    Ok(row)
+    writer.finish(&purpose, Some(lines), seconds.unwrap_or(DEFAULT_EXPIRY_S)).await
 }
 
 /// The file part, checked and kept; the number of requests it holds.
-async fn receive(state: &AppState, tenant: Uuid, id: &str, mut field: Field<'_>) -> Result<usize, ApiError> {
-    let settings = &state.settings.files;
-    let quota = rows::max_stored_bytes(&state.db, tenant, settings.max_stored_bytes).await?;
+async fn receive(state: &AppState, writer: &mut Writer, mut field: Field<'_>) -> Result<usize, ApiError> {
     let mut checker = Checker::new(state.settings.max_body_bytes);
-    let mut buffer = BytesMut::new();
     let mut total: u64 = 0;
     while let Some(chunk) = field.chunk().await.map_err(|e| form_error(state, &e))? {
         total += chunk.len() as u64;
-        if total > settings.max_bytes {
+        if total > state.settings.files.max_bytes {
             return Err(too_large(state));
         }
         checker.feed(&chunk).map_err(not_an_input)?;
-        buffer.extend_from_slice(&chunk);
-        while buffer.len() >= PART_BYTES {
-            keep(state, (tenant, id), buffer.split_to(PART_BYTES).freeze(), quota).await?;
-        }
-    }
-    if !buffer.is_empty() {
-        keep(state, (tenant, id), buffer.freeze(), quota).await?;
+        writer.write(&chunk).await?;
     }
     checker.finish().map_err(not_an_input)
-}
-
-async fn keep(state: &AppState, (tenant, id): (Uuid, &str), part: Bytes, quota: i64) -> Result<(), ApiError> {
-    let bytes = i64::try_from(part.len()).unwrap_or(i64::MAX);
-    let seq = rows::reserve(&state.db, tenant, id, bytes, quota).await?.map_err(|used| ApiError::FileQuotaExceeded { used, max: quota })?;
-    state.files.put(id, seq, part).await.map_err(super::storage_error)
 }
 
 fn not_an_input(why: String) -> ApiError {
@@ -164,27 +141,4 @@ fn form_error(state: &AppState, e: &MultipartError) -> ApiError {
         return too_large(state);
     }
     ApiError::invalid(format!("the multipart form could not be read: {}", e.body_text()), "file")
-}
-
-/// An upload begun and not finished: when dropped armed (refused, or its client gone), its description
-/// and its bytes are deleted.
-struct Pending {
-    state: AppState,
-    tenant: Uuid,
-    id: String,
-    armed: bool,
-}
-
-impl Drop for Pending {
-    fn drop(&mut self) {
-        if !self.armed {
-            return;
-        }
-        let (state, tenant, id) = (self.state.clone(), self.tenant, std::mem::take(&mut self.id));
-        self.state.tasks.spawn(async move {
-            if let Err(e) = super::discard(&state, tenant, &id).await {
-                tracing::warn!(file = %id, error = ?e, "an unfinished upload was not deleted; the sweep deletes it");
-            }
-        });
-    }
 }

@@ -82,6 +82,12 @@ pub async fn run<D: Dialect>(state: &AppState, caller: Caller, slot: Slot, reque
     run_as::<D>(state, caller, slot, request, D::new_id()).await
 }
 
+/// Serves one line of a batch under `id`, in the caller's task (the batch runner's, tracked): as
+/// [`run`], without a place among the tenant's online requests in flight.
+pub async fn serve_line<D: Dialect>(state: &AppState, caller: Caller, request: Value, id: String) -> Response {
+    serve::<D>(state, caller, request, id).await
+}
+
 /// [`run`], for an answer whose id was given out before it ran (a background response's).
 pub async fn run_as<D: Dialect>(state: &AppState, caller: Caller, slot: Slot, request: Value, id: String) -> Response {
     let (task_state, arrived) = (state.clone(), crate::metrics::arrived());

@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use runaii_wire::priority::Priority;
 use runaii_wire::ChatCompletionRequest;
 use rust_decimal::Decimal;
 use serde::Deserialize as _;
@@ -41,6 +42,11 @@ pub async fn prepare(
     // Read from the tree in place: no copy of the body.
     let request = ChatCompletionRequest::deserialize(&body).map_err(|e| ApiError::InvalidJson(e.to_string()))?;
     let model = state.catalog.find_visible(&request.model, Some(caller.tenant_id)).ok_or(ApiError::ModelNotFound(request.model.clone()))?;
+    // A batch line is held, recorded and answered at the batch price.
+    let model = match caller.priority {
+        Priority::Online => model,
+        Priority::Batch => model.at_batch_price(),
+    };
     if let Err((error, reason)) = structured::check_request_schemas(&body, model.context_length) {
         crate::metrics::global().schema_refusals.add(&[reason], 1);
         return Err(error);

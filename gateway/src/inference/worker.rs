@@ -3,7 +3,6 @@
 
 use std::time::Instant;
 
-use runaii_wire::priority::Priority;
 use runaii_wire::ErrorBody;
 use rust_decimal::Decimal;
 use serde_json::Value;
@@ -77,7 +76,7 @@ async fn send(state: &AppState, ledger: &Ledger, body: &Value, stream: bool) -> 
         request_id: &ledger.request_id,
         max_tokens: worst_case_tokens(&ledger.model, body).1,
         stream,
-        priority: Priority::Online,
+        priority: ledger.caller.priority,
     };
     match upstream::send(state, &ask, body).await {
         Ok(upstream) if upstream.response.status().is_success() => Ok(upstream),

@@ -27,6 +27,9 @@ pub struct NewCatalogModel {
     /// the input price, so that nothing is discounted unless ops say so.
     #[schema(value_type = Option<String>, pattern = r"^-?[0-9]+(\.[0-9]+)?$", example = "0.025")]
     pub cached_input_price_per_mtok: Option<Decimal>,
+    /// A batch line's price as a share of the online price, in (0, 1], at most 4 decimals; 0.5 when absent.
+    #[schema(value_type = Option<String>, pattern = r"^[0-9]+(\.[0-9]+)?$", example = "0.5")]
+    pub batch_price_ratio: Option<Decimal>,
     pub owned_by: Option<String>,
     pub enabled: Option<bool>,
     pub public: Option<bool>,
@@ -45,6 +48,7 @@ impl NewCatalogModel {
             input_price_per_mtok: Some(self.input_price_per_mtok),
             output_price_per_mtok: Some(self.output_price_per_mtok),
             cached_input_price_per_mtok: self.cached_input_price_per_mtok,
+            batch_price_ratio: self.batch_price_ratio,
             enabled: self.enabled,
             public: self.public,
             supports_structured_outputs: self.supports_structured_outputs,
@@ -137,6 +141,9 @@ fn check(change: &ModelChange) -> Result<(), OpError> {
         if price.is_some_and(|p| p.is_sign_negative() || p.normalize().scale() > 10 || p >= Decimal::from(10_000_000_000u64)) {
             return Err(OpError::invalid("a price per million tokens is at least 0, below 10^10, with at most 10 decimals", param));
         }
+    }
+    if change.batch_price_ratio.is_some_and(|r| r <= Decimal::ZERO || r > Decimal::ONE || r.normalize().scale() > 4) {
+        return Err(OpError::invalid("batch_price_ratio is above 0 and at most 1, with at most 4 decimals", "batch_price_ratio"));
     }
     let bad_url = change.workers.iter().flatten().find(|u| !(u.starts_with("http://") || u.starts_with("https://")));
     if let Some(url) = bad_url {

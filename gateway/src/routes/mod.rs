@@ -1,6 +1,7 @@
 //! HTTP routes. Handlers are thin: parse, call a service, answer.
 
 mod account;
+mod batches;
 mod body;
 mod chat;
 mod files;
@@ -38,6 +39,10 @@ use crate::state::AppState;
     files::retrieve,
     files::content,
     files::delete,
+    batches::create,
+    batches::list,
+    batches::retrieve,
+    batches::cancel,
     account::get,
     health,
     metrics::scrape,
@@ -56,6 +61,9 @@ pub fn router(state: AppState, service: Router<AppState>) -> Router {
         .route("/v1/responses/{id}", get(stored_responses::retrieve).delete(stored_responses::delete))
         .route("/v1/responses/{id}/input_items", get(stored_responses::input_items))
         .route("/v1/responses/{id}/cancel", post(stored_responses::cancel))
+        .route("/v1/batches", post(batches::create).get(batches::list))
+        .route("/v1/batches/{id}", get(batches::retrieve))
+        .route("/v1/batches/{id}/cancel", post(batches::cancel))
         .route("/v1/account", get(account::get))
         .route("/v1/messages", post(messages::create))
         .merge(crate::admin::router())

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use runaii_gateway::config::{AdminArgs, DbArgs, FileArgs, LimitArgs, ResponseStoreArgs, Settings, WorkerArgs};
+use runaii_gateway::config::{AdminArgs, BatchArgs, DbArgs, FileArgs, LimitArgs, ResponseStoreArgs, Settings, WorkerArgs};
 use runaii_gateway::db::models::ModelChange;
 use runaii_gateway::ops::{self, Actor};
 use runaii_gateway::ratelimit::RedisFailure;
@@ -97,6 +97,7 @@ pub fn test_settings(database_url: String) -> Settings {
         },
         responses: ResponseStoreArgs::default(),
         files: FileArgs::default(),
+        batches: BatchArgs { poll_ms: 100, ..BatchArgs::default() },
     }
 }
 

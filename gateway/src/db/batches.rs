@@ -1,0 +1,407 @@
+//! Batches and their lines. Reads and a tenant's changes name the tenant; the runner's statements
+//! (claiming work, recording answers) are every replica's and safe to run concurrently.
+
+use chrono::{DateTime, Utc};
+use rust_decimal::Decimal;
+use serde_json::Value;
+use sqlx::PgPool;
+use uuid::Uuid;
+
+/// A batch as its object shows it, with its lines counted and its cost summed.
+#[derive(Debug, Clone)]
+pub struct BatchRow {
+    pub id: String,
+    pub tenant_id: Uuid,
+    pub api_key_id: Uuid,
+    pub endpoint: String,
+    pub input_file_id: String,
+    pub completion_window: String,
+    pub metadata: Option<Value>,
+    pub status: String,
+    pub errors: Option<Value>,
+    pub output_file_id: Option<String>,
+    pub error_file_id: Option<String>,
+    pub created_at: DateTime<Utc>,
+    pub expires_at: DateTime<Utc>,
+    pub in_progress_at: Option<DateTime<Utc>>,
+    pub finalizing_at: Option<DateTime<Utc>>,
+    pub completed_at: Option<DateTime<Utc>>,
+    pub failed_at: Option<DateTime<Utc>>,
+    pub expired_at: Option<DateTime<Utc>>,
+    pub cancelling_at: Option<DateTime<Utc>>,
+    pub cancelled_at: Option<DateTime<Utc>>,
+    pub total: i64,
+    pub completed: i64,
+    pub failed: i64,
+    pub input_tokens: i64,
+    pub cached_tokens: i64,
+    pub output_tokens: i64,
+    pub cost: Decimal,
+}
+
+/// A new batch, `validating`.
+#[derive(Debug)]
+pub struct NewBatch<'a> {
+    pub id: &'a str,
+    pub tenant: Uuid,
+    pub api_key_id: Uuid,
+    pub endpoint: &'a str,
+    pub input_file_id: &'a str,
+    pub completion_window: &'a str,
+    pub metadata: Option<&'a Value>,
+    pub window_s: f64,
+}
+
+/// # Errors
+/// Database errors.
+pub async fn insert(db: &PgPool, new: &NewBatch<'_>) -> Result<(), sqlx::Error> {
+    sqlx::query!(
+        "INSERT INTO batches (id, tenant_id, api_key_id, endpoint, input_file_id, completion_window, metadata, status, expires_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, 'validating', now() + make_interval(secs => $8))",
+        new.id,
+        new.tenant,
+        new.api_key_id,
+        new.endpoint,
+        new.input_file_id,
+        new.completion_window,
+        new.metadata,
+        new.window_s,
+    )
+    .execute(db)
+    .await?;
+    Ok(())
+}
+
+/// The tenant's batch `id` (any tenant's with `tenant` `None`: the runner's).
+///
+/// # Errors
+/// Database errors.
+pub async fn get(db: &PgPool, tenant: Option<Uuid>, id: &str) -> Result<Option<BatchRow>, sqlx::Error> {
+    sqlx::query_as!(
+        BatchRow,
+        r#"SELECT b.id, b.tenant_id, b.api_key_id, b.endpoint, b.input_file_id, b.completion_window, b.metadata, b.status,
+                  b.errors, b.output_file_id, b.error_file_id, b.created_at, b.expires_at, b.in_progress_at, b.finalizing_at,
+                  b.completed_at, b.failed_at, b.expired_at, b.cancelling_at, b.cancelled_at,
+                  count(l.line) AS "total!",
+                  count(l.line) FILTER (WHERE l.state = 'succeeded') AS "completed!",
+                  count(l.line) FILTER (WHERE l.state = 'failed') AS "failed!",
+                  COALESCE(sum(c.input_tokens), 0)::int8 AS "input_tokens!",
+                  COALESCE(sum(c.cached_tokens), 0)::int8 AS "cached_tokens!",
+                  COALESCE(sum(c.output_tokens), 0)::int8 AS "output_tokens!",
+                  COALESCE(sum(c.cost), 0) AS "cost!"
+           FROM batches b
+           LEFT JOIN batch_lines l ON l.batch_id = b.id
+           LEFT JOIN cost_records c ON c.request_id = l.request_id
+           WHERE b.id = $1 AND ($2::uuid IS NULL OR b.tenant_id = $2)
+           GROUP BY b.id"#,
+        id,
+        tenant,
+    )
+    .fetch_optional(db)
+    .await
+}
+
+/// Ids of a page of the tenant's batches, newest first, after the batch `after` when given.
+///
+/// # Errors
+/// Database errors.
+pub async fn page(db: &PgPool, tenant: Uuid, after: Option<(DateTime<Utc>, &str)>, limit: i64) -> Result<Vec<String>, sqlx::Error> {
+    let (after_at, after_id) = after.unzip();
+    sqlx::query_scalar!(
+        "SELECT id FROM batches WHERE tenant_id = $1 AND ($2::timestamptz IS NULL OR (created_at, id) < ($2, $3::text))
+         ORDER BY created_at DESC, id DESC LIMIT $4",
+        tenant,
+        after_at,
+        after_id,
+        limit,
+    )
+    .fetch_all(db)
+    .await
+}
+
+/// Asks to cancel the tenant's batch `id`: a validating or running one becomes `cancelling` and its lines
+/// not yet begun `cancelled`; whether it changed.
+///
+/// # Errors
+/// Database errors.
+pub async fn cancel(db: &PgPool, tenant: Uuid, id: &str) -> Result<bool, sqlx::Error> {
+    let mut tx = db.begin().await?;
+    let changed = sqlx::query!(
+        "UPDATE batches SET status = 'cancelling', cancelling_at = now()
+         WHERE id = $1 AND tenant_id = $2 AND status IN ('validating', 'in_progress')",
+        id,
+        tenant,
+    )
+    .execute(&mut *tx)
+    .await?;
+    sqlx::query!("UPDATE batch_lines SET state = 'cancelled' WHERE batch_id = $1 AND state = 'pending'", id).execute(&mut *tx).await?;
+    tx.commit().await?;
+    Ok(changed.rows_affected() > 0)
+}
+
+/// Takes the next batch in `status` (`validating` or `finalizing`) that no live replica is working on,
+/// for `lease_s`: its id.
+///
+/// # Errors
+/// Database errors.
+pub async fn lease(db: &PgPool, status: &str, lease_s: f64) -> Result<Option<String>, sqlx::Error> {
+    sqlx::query_scalar!(
+        "UPDATE batches SET leased_until = now() + make_interval(secs => $2)
+         WHERE id = (SELECT id FROM batches WHERE status = $1 AND (leased_until IS NULL OR leased_until < now())
+                     ORDER BY created_at LIMIT 1 FOR UPDATE SKIP LOCKED)
+         RETURNING id",
+        status,
+        lease_s,
+    )
+    .fetch_optional(db)
+    .await
+}
+
+/// A line as validation read it.
+#[derive(Debug)]
+pub struct NewLine {
+    pub custom_id: String,
+    pub request_id: String,
+    pub body: Value,
+}
+
+/// Starts the validating batch `id` with its lines; `false` (nothing written) when it is no longer
+/// validating (cancelled meanwhile).
+///
+/// # Errors
+/// Database errors.
+pub async fn start(db: &PgPool, id: &str, lines: &[NewLine]) -> Result<bool, sqlx::Error> {
+    let mut tx = db.begin().await?;
+    let started = sqlx::query!(
+        "UPDATE batches SET status = 'in_progress', in_progress_at = now(), leased_until = NULL WHERE id = $1 AND status = 'validating'",
+        id
+    )
+    .execute(&mut *tx)
+    .await?;
+    if started.rows_affected() == 0 {
+        return Ok(false);
+    }
+    for (n, chunk) in lines.chunks(1000).enumerate() {
+        let first = n * 1000;
+        let numbers: Vec<i32> = (first..first + chunk.len()).map(|i| i32::try_from(i).unwrap_or(i32::MAX)).collect();
+        let custom_ids: Vec<String> = chunk.iter().map(|l| l.custom_id.clone()).collect();
+        let request_ids: Vec<String> = chunk.iter().map(|l| l.request_id.clone()).collect();
+        let bodies: Vec<Value> = chunk.iter().map(|l| l.body.clone()).collect();
+        sqlx::query!(
+            "INSERT INTO batch_lines (batch_id, line, custom_id, request_id, body, state)
+             SELECT $1::text, u.*, 'pending' FROM UNNEST($2::int4[], $3::text[], $4::text[], $5::jsonb[]) AS u",
+            id,
+            &numbers,
+            &custom_ids,
+            &request_ids,
+            &bodies,
+        )
+        .execute(&mut *tx)
+        .await?;
+    }
+    tx.commit().await?;
+    Ok(true)
+}
+
+/// Fails the validating batch `id` with OpenAI's `errors` object.
+///
+/// # Errors
+/// Database errors.
+pub async fn fail(db: &PgPool, id: &str, errors: &Value) -> Result<(), sqlx::Error> {
+    sqlx::query!(
+        "UPDATE batches SET status = 'failed', failed_at = now(), errors = $2, leased_until = NULL WHERE id = $1 AND status = 'validating'",
+        id,
+        errors,
+    )
+    .execute(db)
+    .await?;
+    Ok(())
+}
+
+/// A line claimed to run.
+#[derive(Debug, Clone)]
+pub struct Claimed {
+    pub batch_id: String,
+    pub line: i32,
+    pub request_id: String,
+    pub body: Value,
+    pub api_key_id: Uuid,
+    pub endpoint: String,
+}
+
+/// Claims the first pending line of the running batch whose turn it is (the one claimed from longest
+/// ago), for `replica`.
+///
+/// # Errors
+/// Database errors.
+pub async fn claim(db: &PgPool, replica: Uuid) -> Result<Option<Claimed>, sqlx::Error> {
+    let mut tx = db.begin().await?;
+    let batch = sqlx::query!(
+        "SELECT id, api_key_id, endpoint FROM batches b
+         WHERE status = 'in_progress' AND expires_at > now()
+           AND EXISTS (SELECT 1 FROM batch_lines l WHERE l.batch_id = b.id AND l.state = 'pending')
+         ORDER BY last_claim_at NULLS FIRST, created_at LIMIT 1 FOR UPDATE SKIP LOCKED"
+    )
+    .fetch_optional(&mut *tx)
+    .await?;
+    let Some(batch) = batch else {
+        return Ok(None);
+    };
+    let line = sqlx::query!(
+        "UPDATE batch_lines SET state = 'running', claimed_by = $2, claimed_at = now()
+         WHERE (batch_id, line) = (SELECT batch_id, line FROM batch_lines WHERE batch_id = $1 AND state = 'pending'
+                                   ORDER BY line LIMIT 1 FOR UPDATE SKIP LOCKED)
+         RETURNING line, request_id, body",
+        batch.id,
+        replica,
+    )
+    .fetch_optional(&mut *tx)
+    .await?;
+    sqlx::query!("UPDATE batches SET last_claim_at = clock_timestamp() WHERE id = $1", batch.id).execute(&mut *tx).await?;
+    tx.commit().await?;
+    Ok(line.map(|l| Claimed {
+        batch_id: batch.id,
+        line: l.line,
+        request_id: l.request_id,
+        body: l.body,
+        api_key_id: batch.api_key_id,
+        endpoint: batch.endpoint,
+    }))
+}
+
+/// Records a line's answer, if `replica` still runs it.
+///
+/// # Errors
+/// Database errors.
+pub async fn answer(db: &PgPool, (batch, line): (&str, i32), replica: Uuid, status_code: u16, response: &str) -> Result<(), sqlx::Error> {
+    let state = if (200..300).contains(&status_code) { "succeeded" } else { "failed" };
+    sqlx::query!(
+        "UPDATE batch_lines SET state = $4, status_code = $5, response = $6
+         WHERE batch_id = $1 AND line = $2 AND state = 'running' AND claimed_by = $3",
+        batch,
+        line,
+        replica,
+        state,
+        i32::from(status_code),
+        response,
+    )
+    .execute(db)
+    .await?;
+    Ok(())
+}
+
+/// Lines left running by replicas not heard from for `timeout_s`: a line whose cost record exists ran
+/// to its end and is not run again (its answer was lost with its replica: it fails, billed once); any
+/// other goes back to pending. How many.
+///
+/// # Errors
+/// Database errors.
+pub async fn recover(db: &PgPool, timeout_s: f64, lost: &str) -> Result<u64, sqlx::Error> {
+    let done = sqlx::query!(
+        "UPDATE batch_lines l
+         SET state = CASE WHEN c.request_id IS NULL THEN 'pending' ELSE 'failed' END,
+             status_code = CASE WHEN c.request_id IS NULL THEN NULL ELSE 500 END,
+             response = CASE WHEN c.request_id IS NULL THEN NULL ELSE $2 END,
+             claimed_by = NULL
+         FROM batch_lines l2 LEFT JOIN cost_records c ON c.request_id = l2.request_id
+         WHERE l.batch_id = l2.batch_id AND l.line = l2.line AND l.state = 'running'
+           AND NOT EXISTS (SELECT 1 FROM gateway_replicas r WHERE r.id = l.claimed_by
+                           AND r.last_seen > now() - make_interval(secs => $1))",
+        timeout_s,
+        lost,
+    )
+    .execute(db)
+    .await?;
+    Ok(done.rows_affected())
+}
+
+/// Running batches past their window: their lines not begun expire. How many lines.
+///
+/// # Errors
+/// Database errors.
+pub async fn expire_lines(db: &PgPool) -> Result<u64, sqlx::Error> {
+    let done = sqlx::query!(
+        "UPDATE batch_lines SET state = 'expired'
+         WHERE state = 'pending' AND batch_id IN (SELECT id FROM batches WHERE status = 'in_progress' AND expires_at <= now())"
+    )
+    .execute(db)
+    .await?;
+    Ok(done.rows_affected())
+}
+
+/// Running or cancelling batches with no line pending or running: `finalizing`. Validating ones past their
+/// window: `expired`. How many changed.
+///
+/// # Errors
+/// Database errors.
+pub async fn settle(db: &PgPool) -> Result<u64, sqlx::Error> {
+    let finishing = sqlx::query!(
+        "UPDATE batches b SET status = 'finalizing', finalizing_at = now(), leased_until = NULL
+         WHERE status IN ('in_progress', 'cancelling')
+           AND NOT EXISTS (SELECT 1 FROM batch_lines l WHERE l.batch_id = b.id AND l.state IN ('pending', 'running'))"
+    )
+    .execute(db)
+    .await?;
+    let expired = sqlx::query!(
+        "UPDATE batches SET status = 'expired', expired_at = now(), leased_until = NULL
+         WHERE status = 'validating' AND expires_at <= now()"
+    )
+    .execute(db)
+    .await?;
+    Ok(finishing.rows_affected() + expired.rows_affected())
+}
+
+/// A finished line, as the output and error files show it.
+#[derive(Debug)]
+pub struct Finished {
+    pub line: i32,
+    pub custom_id: String,
+    pub request_id: String,
+    pub state: String,
+    pub status_code: Option<i32>,
+    pub response: Option<String>,
+}
+
+/// Up to `limit` lines of batch `id` after line `after`, in order.
+///
+/// # Errors
+/// Database errors.
+pub async fn lines(db: &PgPool, id: &str, after: i32, limit: i64) -> Result<Vec<Finished>, sqlx::Error> {
+    sqlx::query_as!(
+        Finished,
+        "SELECT line, custom_id, request_id, state, status_code, response FROM batch_lines
+         WHERE batch_id = $1 AND line > $2 ORDER BY line LIMIT $3",
+        id,
+        after,
+        limit,
+    )
+    .fetch_all(db)
+    .await
+}
+
+/// Ends the finalizing batch `id` in `status` (`completed`, `expired` or `cancelled`) with its files.
+///
+/// # Errors
+/// Database errors.
+pub async fn finish(
+    db: &PgPool,
+    id: &str,
+    status: &str,
+    output_file_id: Option<&str>,
+    error_file_id: Option<&str>,
+) -> Result<(), sqlx::Error> {
+    sqlx::query!(
+        "UPDATE batches SET status = $2, output_file_id = $3, error_file_id = $4, leased_until = NULL,
+             completed_at = CASE WHEN $2 = 'completed' THEN now() END,
+             expired_at = CASE WHEN $2 = 'expired' THEN now() END,
+             cancelled_at = CASE WHEN $2 = 'cancelled' THEN now() END
+         WHERE id = $1 AND status = 'finalizing'",
+        id,
+        status,
+        output_file_id,
+        error_file_id,
+    )
+    .execute(db)
+    .await?;
+    Ok(())
+}

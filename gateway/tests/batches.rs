@@ -1,0 +1,283 @@
+//! The Batch API on the real worker: a batch of structured-output lines runs to `completed` at the batch
+//! price, outside the key's online rate limit, each answer valid against its schema and named by its
+//! `custom_id`; a bad input fails validation naming its lines; a cancelled and an expired batch deliver
+//! what ran and bill only that; a line left by a dead replica runs again only if it was never billed.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{client, create_key, invoice_request, invoice_schema, spawn_app, spawn_app_with, TestApp, MODEL};
+use rust_decimal::Decimal;
+use serde_json::{json, Value};
+
+fn chat_line(id: &str, body: &Value) -> String {
+    json!({"custom_id": id, "method": "POST", "url": "/v1/chat/completions", "body": body}).to_string()
+}
+
+fn invoice_line(id: &str) -> String {
+    let mut body = invoice_request();
+    body["max_tokens"] = json!(60);
+    chat_line(id, &body)
+}
+
+fn short_line(id: &str) -> String {
+    chat_line(id, &json!({"model": MODEL, "messages": [{"role": "user", "content": "Say hi"}], "max_tokens": 6, "temperature": 0}))
+}
+
+async fn upload(app: &TestApp, lines: &[String]) -> String {
+    let file = reqwest::multipart::Part::bytes((lines.join("\n") + "\n").into_bytes()).file_name("batch.jsonl");
+    let form = reqwest::multipart::Form::new().text("purpose", "batch").part("file", file);
+    let response = client().post(format!("{}/v1/files", app.base)).bearer_auth(&app.key).multipart(form).send().await.unwrap();
+    let body: Value = response.json().await.unwrap();
+    body["id"].as_str().unwrap_or_else(|| panic!("upload refused: {body}")).to_owned()
+}
+
+async fn call(app: &TestApp, key: &str, method: reqwest::Method, path: &str, body: Option<Value>) -> (u16, Value) {
+    let mut request = client().request(method, format!("{}{path}", app.base)).bearer_auth(key);
+    if let Some(body) = body {
+        request = request.json(&body);
+    }
+    let response = request.send().await.unwrap();
+    (response.status().as_u16(), response.json().await.unwrap())
+}
+
+async fn create(app: &TestApp, file: &str) -> Value {
+    let body =
+        json!({"input_file_id": file, "endpoint": "/v1/chat/completions", "completion_window": "24h", "metadata": {"job": "invoices"}});
+    let (status, batch) = call(app, &app.key, reqwest::Method::POST, "/v1/batches", Some(body)).await;
+    assert_eq!(status, 200, "{batch}");
+    batch
+}
+
+async fn wait_for(app: &TestApp, id: &str, done: &[&str]) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(240);
+    loop {
+        let (_, batch) = call(app, &app.key, reqwest::Method::GET, &format!("/v1/batches/{id}"), None).await;
+        if done.contains(&batch["status"].as_str().unwrap()) {
+            return batch;
+        }
+        assert!(Instant::now() < deadline, "batch still {} after 240 s: {batch}", batch["status"]);
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+async fn file_text(app: &TestApp, id: &Value) -> String {
+    let Some(id) = id.as_str() else { return String::new() };
+    client().get(format!("{}/v1/files/{id}/content", app.base)).bearer_auth(&app.key).send().await.unwrap().text().await.unwrap()
+}
+
+async fn file_lines(app: &TestApp, id: &Value) -> Vec<Value> {
+    file_text(app, id).await.lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+}
+
+fn d(text: &str) -> Decimal {
+    text.parse().unwrap()
+}
+
+/// The cost records of the batch's lines: (request id, input, cached, output tokens, cost).
+async fn records(app: &TestApp, batch: &str) -> Vec<(String, i32, i32, i32, Decimal)> {
+    sqlx::query_as(
+        "SELECT c.request_id, c.input_tokens, c.cached_tokens, c.output_tokens, c.cost FROM cost_records c
+         JOIN batch_lines l ON l.request_id = c.request_id WHERE l.batch_id = $1 ORDER BY l.line",
+    )
+    .bind(batch)
+    .fetch_all(&app.db)
+    .await
+    .unwrap()
+}
+
+#[tokio::test]
+async fn a_batch_of_structured_lines_completes_at_the_batch_price_outside_the_online_limits() {
+    let app = spawn_app().await;
+    // One request a minute online: a batch of six runs all the same, and leaves that one untouched.
+    sqlx::query("UPDATE api_keys SET rpm_limit = 1").execute(&app.db).await.unwrap();
+    let ids: Vec<String> = (0..6).map(|i| format!("invoice-{i}")).collect();
+    let file = upload(&app, &ids.iter().map(|id| invoice_line(id)).collect::<Vec<_>>()).await;
+    let batch = create(&app, &file).await;
+    assert_eq!(
+        (&batch["object"], &batch["status"], &batch["metadata"]["job"]),
+        (&json!("batch"), &json!("validating"), &json!("invoices"))
+    );
+    let id = batch["id"].as_str().unwrap();
+
+    let batch = wait_for(&app, id, &["completed", "failed", "expired"]).await;
+    assert_eq!(batch["status"], "completed", "{batch}");
+    assert_eq!(batch["request_counts"], json!({"total": 6, "completed": 6, "failed": 0}));
+    assert!(batch["error_file_id"].is_null(), "{batch}");
+    for field in ["in_progress_at", "finalizing_at", "completed_at"] {
+        assert!(batch[field].is_i64(), "{field}: {batch}");
+    }
+    let output = file_lines(&app, &batch["output_file_id"]).await;
+    let output_text = file_text(&app, &batch["output_file_id"]).await;
+    let seen: Vec<&str> = output.iter().map(|l| l["custom_id"].as_str().unwrap()).collect();
+    assert_eq!(seen, ids.iter().map(String::as_str).collect::<Vec<_>>(), "in input order");
+    let validator = jsonschema::validator_for(&invoice_schema()).unwrap();
+    for line in &output {
+        assert_eq!(line["response"]["status_code"], 200, "{line}");
+        assert!(line["error"].is_null());
+        let content = line["response"]["body"]["choices"][0]["message"]["content"].as_str().unwrap();
+        let answer: Value = serde_json::from_str(content).unwrap_or_else(|e| panic!("{e}: {content}"));
+        assert!(validator.is_valid(&answer), "{answer} does not match the schema");
+        assert_eq!(line["response"]["request_id"], line["response"]["body"]["id"]);
+    }
+
+    // One record per line, at half the online price (0.10 and 0.30 per million): what each answer says.
+    let records = records(&app, id).await;
+    assert_eq!(records.len(), 6);
+    let mut total = Decimal::ZERO;
+    for ((request_id, input, cached, out, cost), line) in records.iter().zip(&output) {
+        assert_eq!(line["response"]["request_id"], request_id.as_str());
+        let online = (Decimal::from(*input - *cached) * d("0.10") + Decimal::from(*cached) * d("0.10") + Decimal::from(*out) * d("0.30"))
+            / Decimal::from(1_000_000);
+        assert_eq!(*cost, online * d("0.5"), "{request_id}");
+        assert!(output_text.contains(&format!("\"cost\":{}", cost.normalize())), "{request_id}'s answer does not say {cost}");
+        total += cost;
+    }
+    assert_eq!(batch["usage"]["cost"], total.normalize().to_string());
+    let response = client()
+        .post(format!("{}/v1/chat/completions", app.base))
+        .bearer_auth(&app.key)
+        .json(&json!({"model": MODEL, "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 1}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200, "the batch spent the key's online budget");
+
+    // The batch and its files are the tenant's alone.
+    let other = create_key(&app.db, "another-tenant").await;
+    let (status, _) = call(&app, &other, reqwest::Method::GET, &format!("/v1/batches/{id}"), None).await;
+    assert_eq!(status, 404);
+    let (_, list) = call(&app, &other, reqwest::Method::GET, "/v1/batches", None).await;
+    assert_eq!(list["data"], json!([]));
+    let (_, list) = call(&app, &app.key, reqwest::Method::GET, "/v1/batches", None).await;
+    assert_eq!(list["data"][0]["id"], id);
+}
+
+#[tokio::test]
+async fn an_input_that_does_not_fit_the_batch_fails_validation_naming_its_lines() {
+    let app = spawn_app().await;
+    let mut other_model = json!({"model": "no-such-model", "messages": [{"role": "user", "content": "Hi"}]});
+    let lines = vec![
+        short_line("ok"),
+        json!({"custom_id": "r", "method": "POST", "url": "/v1/responses", "body": {"model": MODEL, "input": "Hi"}}).to_string(),
+        chat_line("m", &other_model),
+        {
+            other_model["model"] = json!(MODEL);
+            other_model["stream"] = json!(true);
+            chat_line("s", &other_model)
+        },
+    ];
+    let file = upload(&app, &lines).await;
+    let batch = create(&app, &file).await;
+    let batch = wait_for(&app, batch["id"].as_str().unwrap(), &["failed", "in_progress", "completed"]).await;
+    assert_eq!(batch["status"], "failed", "{batch}");
+    let errors: Vec<(i64, &str)> =
+        batch["errors"]["data"].as_array().unwrap().iter().map(|e| (e["line"].as_i64().unwrap(), e["code"].as_str().unwrap())).collect();
+    assert_eq!(errors, vec![(2, "mismatched_url"), (3, "model_not_found"), (4, "invalid_request")], "{batch}");
+    assert_eq!(app.cost_rows().await.len(), 0, "nothing ran");
+
+    // What the API itself refuses: each by name.
+    let refusals = [
+        (json!({"input_file_id": file, "endpoint": "/v1/embeddings", "completion_window": "24h"}), "endpoint"),
+        (json!({"input_file_id": file, "endpoint": "/v1/chat/completions", "completion_window": "1h"}), "completion_window"),
+        (json!({"input_file_id": "file-nope", "endpoint": "/v1/chat/completions", "completion_window": "24h"}), "input_file_id"),
+        (json!({"input_file_id": file, "endpoint": "/v1/chat/completions", "completion_window": "24h", "priority": 1}), "priority"),
+    ];
+    for (body, param) in refusals {
+        let (status, answer) = call(&app, &app.key, reqwest::Method::POST, "/v1/batches", Some(body)).await;
+        assert_eq!((status, &answer["error"]["param"]), (400, &json!(param)), "{answer}");
+    }
+}
+
+#[tokio::test]
+async fn a_cancelled_batch_delivers_and_bills_only_what_ran() {
+    let app = spawn_app_with(|s| s.batches.concurrency = 1).await;
+    let lines: Vec<String> = (0..30).map(|i| short_line(&format!("line-{i}"))).collect();
+    let file = upload(&app, &lines).await;
+    let batch = create(&app, &file).await;
+    let id = batch["id"].as_str().unwrap();
+    wait_for(&app, id, &["in_progress"]).await;
+    let (status, cancelling) = call(&app, &app.key, reqwest::Method::POST, &format!("/v1/batches/{id}/cancel"), None).await;
+    assert_eq!(status, 200);
+    assert!(["cancelling", "cancelled"].contains(&cancelling["status"].as_str().unwrap()), "{cancelling}");
+    let batch = wait_for(&app, id, &["cancelled"]).await;
+    let ran = batch["request_counts"]["completed"].as_i64().unwrap() + batch["request_counts"]["failed"].as_i64().unwrap();
+    assert!(ran < 30, "{batch}");
+    let output = file_lines(&app, &batch["output_file_id"]).await;
+    let errors = file_lines(&app, &batch["error_file_id"]).await;
+    assert_eq!(output.len() + errors.len(), 30, "every line is accounted for");
+    let cancelled = errors.iter().filter(|l| l["error"]["code"] == "batch_cancelled").count();
+    assert_eq!(usize::try_from(ran).unwrap() + cancelled, 30);
+    assert_eq!(records(&app, id).await.len(), usize::try_from(ran).unwrap(), "billed only what ran");
+}
+
+#[tokio::test]
+async fn an_expired_batch_delivers_what_finished_and_expires_the_rest() {
+    let app = spawn_app_with(|s| s.batches.concurrency = 1).await;
+    let lines: Vec<String> = (0..30).map(|i| short_line(&format!("line-{i}"))).collect();
+    let file = upload(&app, &lines).await;
+    let id = create(&app, &file).await["id"].as_str().unwrap().to_owned();
+    wait_for(&app, &id, &["in_progress"]).await;
+    sqlx::query("UPDATE batches SET expires_at = now() WHERE id = $1").bind(&id).execute(&app.db).await.unwrap();
+    let batch = wait_for(&app, &id, &["expired", "completed"]).await;
+    assert_eq!(batch["status"], "expired", "{batch}");
+    let errors = file_lines(&app, &batch["error_file_id"]).await;
+    let expired = errors.iter().filter(|l| l["error"]["code"] == "batch_expired").count();
+    let ran = usize::try_from(batch["request_counts"]["completed"].as_i64().unwrap()).unwrap();
+    assert!(expired > 0, "{batch}");
+    assert_eq!(ran + expired, 30, "{batch}");
+    assert_eq!(records(&app, &id).await.len(), ran);
+}
+
+#[tokio::test]
+async fn a_line_left_by_a_dead_replica_runs_again_only_if_it_was_never_billed() {
+    let app = spawn_app().await;
+    let lines: Vec<String> = (0..3).map(|i| short_line(&format!("line-{i}"))).collect();
+    let file = upload(&app, &lines).await;
+    let id = create(&app, &file).await["id"].as_str().unwrap().to_owned();
+    wait_for(&app, &id, &["completed"]).await;
+    // A replica that died mid-batch: line 0 was billed and its answer lost with it; line 3 was claimed and
+    // never reached its worker. Both left `running` under a replica no longer alive.
+    let dead = uuid::Uuid::now_v7();
+    let mut tx = app.db.begin().await.unwrap();
+    sqlx::query("UPDATE batches SET status = 'in_progress', completed_at = NULL, finalizing_at = NULL WHERE id = $1")
+        .bind(&id)
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+    sqlx::query(
+        "UPDATE batch_lines SET state = 'running', claimed_by = $2, status_code = NULL, response = NULL WHERE batch_id = $1 AND line = 0",
+    )
+    .bind(&id)
+    .bind(dead)
+    .execute(&mut *tx)
+    .await
+    .unwrap();
+    let body = serde_json::from_str::<Value>(&short_line("line-3")).unwrap()["body"].clone();
+    sqlx::query(
+        "INSERT INTO batch_lines (batch_id, line, custom_id, request_id, body, state, claimed_by)
+         VALUES ($1, 3, 'line-3', 'chatcmpl-left-by-a-dead-replica', $2, 'running', $3)",
+    )
+    .bind(&id)
+    .bind(&body)
+    .bind(dead)
+    .execute(&mut *tx)
+    .await
+    .unwrap();
+    tx.commit().await.unwrap();
+
+    let batch = wait_for(&app, &id, &["completed"]).await;
+    assert_eq!(batch["request_counts"], json!({"total": 4, "completed": 3, "failed": 1}), "{batch}");
+    let billed: Vec<String> = records(&app, &id).await.into_iter().map(|r| r.0).collect();
+    assert_eq!(billed.len(), 4, "one record per line, none twice: {billed:?}");
+    assert!(billed.contains(&"chatcmpl-left-by-a-dead-replica".to_owned()));
+    let errors = file_lines(&app, &batch["error_file_id"]).await;
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert_eq!((&errors[0]["custom_id"], &errors[0]["response"]["body"]["error"]["code"]), (&json!("line-0"), &json!("batch_line_lost")));
+    let output = file_lines(&app, &batch["output_file_id"]).await;
+    let ids: Vec<&str> = output.iter().map(|l| l["custom_id"].as_str().unwrap()).collect();
+    assert_eq!(ids, ["line-1", "line-2", "line-3"]);
+}
