@@ -45,6 +45,8 @@ pub enum Command {
     Usage(UsageArgs),
     /// List, create or revoke the tenant's API keys (needs an admin token)
     Keys(KeysArgs),
+    /// Submit a batch input (JSON Lines), follow it with a progress bar, and write its answers
+    Batch(BatchArgs),
     /// A completion script for a shell: `runaii completions bash > ~/.local/share/bash-completion/completions/runaii`
     Completions { shell: clap_complete::Shell },
 }
@@ -145,6 +147,27 @@ pub struct UsageArgs {
     /// How far back "recent" goes, in hours
     #[arg(long, default_value_t = 24, value_parser = clap::value_parser!(u32).range(1..=8784))]
     pub since_hours: u32,
+}
+
+#[derive(Debug, Args)]
+pub struct BatchArgs {
+    /// The batch input: one request per line, `{"custom_id", "method": "POST", "url", "body"}`
+    pub file: PathBuf,
+    /// The endpoint every line calls: /v1/chat/completions or /v1/responses
+    #[arg(long, default_value = "/v1/chat/completions")]
+    pub endpoint: String,
+    /// Where the answers go [default: FILE with the extension .output.jsonl]
+    #[arg(long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Where the error answers and the lines never run go [default: FILE with the extension .errors.jsonl]
+    #[arg(long, value_name = "FILE")]
+    pub errors: Option<PathBuf>,
+    /// Print the batch's id once it is submitted, and exit without waiting
+    #[arg(long)]
+    pub no_wait: bool,
+    /// How often to ask how the batch is doing, in seconds
+    #[arg(long, default_value_t = 1.0)]
+    pub poll_seconds: f64,
 }
 
 #[derive(Debug, Args)]

@@ -42,6 +42,9 @@ pub enum CliError {
     ToolRounds(u32),
     #[error("{context}: {source}")]
     Io { context: String, source: std::io::Error },
+    /// A batch that did not end `completed` with every line answered 2xx.
+    #[error("batch {id} ended {status}: {failed} of {total} lines failed or never ran")]
+    Batch { id: String, status: String, failed: i64, total: i64 },
 }
 
 impl CliError {
@@ -58,7 +61,7 @@ impl CliError {
             Self::Cut { .. } => code::CUT,
             Self::InvalidAnswer(_) => code::INVALID_ANSWER,
             Self::Tools(_) | Self::ToolRounds(_) => code::TOOLS,
-            Self::Io { .. } => code::OTHER,
+            Self::Io { .. } | Self::Batch { .. } => code::OTHER,
         }
     }
 

@@ -145,6 +145,25 @@ impl Gateway {
         read_json(self.send(self.request(reqwest::Method::DELETE, path, auth)?).await?).await
     }
 
+    /// Uploads `bytes` as a file named `filename` (`POST /v1/files`, a multipart form).
+    ///
+    /// # Errors
+    /// As [`get`](Self::get).
+    pub async fn upload<T: DeserializeOwned>(&self, filename: &str, bytes: Vec<u8>, purpose: &str) -> Result<T, GatewayError> {
+        let file = reqwest::multipart::Part::bytes(bytes).file_name(filename.to_owned());
+        let form = reqwest::multipart::Form::new().text("purpose", purpose.to_owned()).part("file", file);
+        read_json(self.send(self.request(reqwest::Method::POST, "/v1/files", Auth::Key)?.multipart(form)).await?).await
+    }
+
+    /// A file's bytes (`GET /v1/files/{id}/content`).
+    ///
+    /// # Errors
+    /// As [`send`](Self::send).
+    pub async fn file_content(&self, id: &str) -> Result<Vec<u8>, GatewayError> {
+        let response = self.send(self.request(reqwest::Method::GET, &format!("/v1/files/{id}/content"), Auth::Key)?).await?;
+        Ok(response.bytes().await.map_err(|e| GatewayError::Transport(chain(&e)))?.to_vec())
+    }
+
     /// A POST whose 2xx answer the caller reads itself (a stream).
     ///
     /// # Errors

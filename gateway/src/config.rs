@@ -235,11 +235,16 @@ pub struct BatchArgs {
     /// or cancelled and when a line finishes.
     #[arg(long = "batch-poll-ms", env = "RUNAII_BATCH_POLL_MS", default_value_t = 1000)]
     pub poll_ms: u64,
+    /// Tokens a tenant's unfinished batches may hold (each line counted at its prompt's bound plus its
+    /// `max_tokens`, the context length when it sets none); a batch that would pass it fails
+    /// `token_limit_exceeded`. The batches' own pool: online rate limits are not touched.
+    #[arg(long = "batch-max-enqueued-tokens", env = "RUNAII_BATCH_MAX_ENQUEUED_TOKENS", default_value_t = 100_000_000, value_parser = clap::value_parser!(i64).range(1..))]
+    pub max_enqueued_tokens: i64,
 }
 
 impl Default for BatchArgs {
     fn default() -> Self {
-        Self { concurrency: 8, poll_ms: 1000 }
+        Self { concurrency: 8, poll_ms: 1000, max_enqueued_tokens: 100_000_000 }
     }
 }
 

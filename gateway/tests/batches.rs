@@ -137,6 +137,24 @@ async fn a_batch_of_structured_lines_completes_at_the_batch_price_outside_the_on
         total += cost;
     }
     assert_eq!(batch["usage"]["cost"], total.normalize().to_string());
+
+    // Finance sees the batch apart: each record names its batch, and the month's totals split it out.
+    let finance = common::admin_token(&["finance"], None);
+    let month = chrono::Utc::now().format("%Y-%m").to_string();
+    let (_, totals) = app.admin(reqwest::Method::GET, &format!("/admin/v1/monthly-totals?month={month}"), &finance, None).await;
+    let mine = totals["data"].as_array().unwrap().iter().find(|t| t["tenant_id"] == app.tenant_id.to_string()).unwrap();
+    assert_eq!((&mine["batch_requests"], &mine["batch_cost"]), (&json!(6), &json!(total.normalize().to_string())), "{mine}");
+    let csv = client()
+        .get(format!("{}/admin/v1/cost-records?format=csv&tenant_id={}", app.base, app.tenant_id))
+        .bearer_auth(&finance)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(csv.lines().next().unwrap().ends_with(",latency_ms,batch_id"));
+    assert_eq!(csv.lines().filter(|l| l.ends_with(&format!(",{id}"))).count(), 6, "{csv}");
     let response = client()
         .post(format!("{}/v1/chat/completions", app.base))
         .bearer_auth(&app.key)
@@ -190,6 +208,36 @@ async fn an_input_that_does_not_fit_the_batch_fails_validation_naming_its_lines(
         let (status, answer) = call(&app, &app.key, reqwest::Method::POST, "/v1/batches", Some(body)).await;
         assert_eq!((status, &answer["error"]["param"]), (400, &json!(param)), "{answer}");
     }
+}
+
+#[tokio::test]
+async fn a_tenant_s_unfinished_batches_hold_at_most_its_enqueued_tokens() {
+    // What one short line may use, as the gateway bounds it: its prompt's bound and its 6 tokens.
+    let probe = spawn_app().await;
+    let model = runaii_gateway::db::models::list_enabled(&probe.db).await.unwrap().into_iter().find(|m| m.id == MODEL).unwrap();
+    let body = serde_json::from_str::<Value>(&short_line("x")).unwrap()["body"].clone();
+    let (prompt, output) = runaii_gateway::billing::worst_case_tokens(&model, &body);
+    let per_line = i64::from(prompt) + i64::from(output);
+    // Room for one batch of 30 lines, not two.
+    let app = spawn_app_with(|s| {
+        s.batches.max_enqueued_tokens = per_line * 45;
+        s.batches.concurrency = 1;
+    })
+    .await;
+    let lines: Vec<String> = (0..30).map(|i| short_line(&format!("line-{i}"))).collect();
+    let first = create(&app, &upload(&app, &lines).await).await["id"].as_str().unwrap().to_owned();
+    wait_for(&app, &first, &["in_progress"]).await;
+    let enqueued: i64 =
+        sqlx::query_scalar("SELECT enqueued_tokens FROM batches WHERE id = $1").bind(&first).fetch_one(&app.db).await.unwrap();
+    assert_eq!(enqueued, per_line * 30);
+    let second = create(&app, &upload(&app, &lines).await).await["id"].as_str().unwrap().to_owned();
+    let refused = wait_for(&app, &second, &["failed", "in_progress", "completed"]).await;
+    assert_eq!(refused["status"], "failed", "{refused}");
+    assert_eq!(refused["errors"]["data"][0]["code"], "token_limit_exceeded", "{refused}");
+    // Once the first has finished, the same batch is taken.
+    wait_for(&app, &first, &["completed"]).await;
+    let third = create(&app, &upload(&app, &lines).await).await["id"].as_str().unwrap().to_owned();
+    assert_eq!(wait_for(&app, &third, &["completed", "failed"]).await["status"], "completed");
 }
 
 #[tokio::test]

@@ -1,5 +1,6 @@
 //! One module per subcommand; this one resolves the connection and the tools they share.
 
+mod batch;
 mod chat;
 mod completions;
 mod keys;
@@ -43,6 +44,7 @@ pub async fn dispatch(cli: Cli) -> Result<(), CliError> {
         Command::Models(args) => models::list(&context, &args).await,
         Command::Usage(args) => usage::show(&context, &args).await,
         Command::Keys(args) => keys::manage(&context, args).await,
+        Command::Batch(args) => batch::run(&context, &args).await,
         Command::Completions { .. } => Ok(()),
     }
 }

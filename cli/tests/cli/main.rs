@@ -5,6 +5,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod batch;
 mod chat;
 mod listing;
 mod mcp;

@@ -17,7 +17,7 @@ use crate::error::ApiError;
 /// Rows per query while exporting.
 const EXPORT_PAGE: i64 = 1000;
 
-const CSV_HEADER: &str = "request_id,created_at,tenant_id,api_key_id,model,endpoint,status,http_status,error_code,input_tokens,cached_tokens,output_tokens,cost,shortfall,latency_ms\n";
+const CSV_HEADER: &str = "request_id,created_at,tenant_id,api_key_id,model,endpoint,status,http_status,error_code,input_tokens,cached_tokens,output_tokens,cost,shortfall,latency_ms,batch_id\n";
 
 /// Where the export stands between two pages.
 enum Cursor {
@@ -84,6 +84,7 @@ fn line(out: &mut String, r: &CostRow) {
         r.cost.normalize().to_string(),
         r.shortfall.normalize().to_string(),
         r.latency_ms.to_string(),
+        field(r.batch_id.as_deref().unwrap_or("")),
     ];
     out.push_str(&fields.join(","));
     out.push('\n');

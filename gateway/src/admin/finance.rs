@@ -45,6 +45,10 @@ pub struct MonthlyTotal {
     /// The part of `cost` the balance could not cover (0 unless a cost exceeded its hold and the balance);
     /// the tenant was charged `cost - shortfall`.
     pub shortfall: DecimalString,
+    /// Of `requests`, the lines of batches (billed at the batch price).
+    pub batch_requests: i64,
+    /// Of `cost`, what the lines of batches cost.
+    pub batch_cost: DecimalString,
     #[schema(inline)]
     pub currency: Usd,
 }
@@ -67,7 +71,7 @@ pub struct LedgerPage {
 }
 
 /// Every matching record, oldest first: a header line (`request_id,created_at,tenant_id,api_key_id,model,
-/// endpoint,status,http_status,error_code,input_tokens,cached_tokens,output_tokens,cost,shortfall,latency_ms`), then one line per
+/// endpoint,status,http_status,error_code,input_tokens,cached_tokens,output_tokens,cost,shortfall,latency_ms,batch_id`), then one line per
 /// record (RFC 4180 quoting; text a spreadsheet would run as a formula starts with `'`).
 #[derive(ToSchema)]
 #[schema(value_type = String)]
@@ -207,6 +211,8 @@ pub(super) async fn monthly_totals(
             output_tokens: t.output_tokens,
             cost: t.cost.into(),
             shortfall: t.shortfall.into(),
+            batch_requests: t.batch_requests,
+            batch_cost: t.batch_cost.into(),
             currency: Usd::Usd,
         })
         .collect();

@@ -1,12 +1,15 @@
 //! `validating`: the batch's input read into lines, each checked against the batch: its `url` is the
 //! batch's endpoint, its model one the tenant may use, and it asks for a whole answer (no `stream`, no
-//! `background`). What the endpoint itself would refuse (a bad schema, an unknown parameter) is that
+//! `background`). The tokens its lines may use (each line's prompt bound and `max_tokens`) are the
+//! batch's enqueued tokens, its own rate-limit pool: a tenant's unfinished batches hold at most
+//! `--batch-max-enqueued-tokens`, and a batch that would pass it fails `token_limit_exceeded`. What the endpoint itself would refuse (a bad schema, an unknown parameter) is that
 //! line's own 400 in the error file, uncharged, as it would be online.
 
 use futures::StreamExt as _;
 use serde_json::{json, Value};
 
-use crate::db::batches::{self as rows, NewLine};
+use crate::billing::worst_case_tokens;
+use crate::db::batches::{self as rows, NewLine, Start};
 use crate::error::ApiError;
 use crate::files::batch_input::InputLine;
 use crate::inference::chat::Chat;
@@ -55,7 +58,16 @@ pub async fn validate(state: &AppState, id: &str) -> Result<(), ApiError> {
     if !errors.is_empty() {
         return Ok(rows::fail(&state.db, id, &error_object(errors)).await?);
     }
-    rows::start(&state.db, id, &lines).await?;
+    let enqueued: i64 = lines.iter().map(|l| l.tokens).sum();
+    let max = state.settings.batches.max_enqueued_tokens;
+    if let Start::OverLimit(held) = rows::start(&state.db, (id, batch.tenant_id), &lines, (enqueued, max)).await? {
+        let message = format!(
+            "This batch may use up to {enqueued} tokens and your unfinished batches hold {held} of the {max} a tenant may have enqueued; \
+             submit it again when some have finished."
+        );
+        let error = error_object(vec![json!({"code": "token_limit_exceeded", "message": message, "param": null, "line": null})]);
+        rows::fail(&state.db, id, &error).await?;
+    }
     Ok(())
 }
 
@@ -71,14 +83,16 @@ fn check(state: &AppState, endpoint: &str, tenant: uuid::Uuid, text: &[u8]) -> R
     }
     let model =
         line.body.get("model").and_then(Value::as_str).ok_or(("invalid_request", "the body has no model".to_owned(), "body.model"))?;
-    if state.catalog.find_visible(model, Some(tenant)).is_none() {
+    let Some(model_row) = state.catalog.find_visible(model, Some(tenant)) else {
         return Err(("model_not_found", format!("The model `{model}` does not exist or you do not have access to it."), "body.model"));
-    }
+    };
     for field in ["stream", "background"] {
         if line.body.get(field).and_then(Value::as_bool) == Some(true) {
             return Err(("invalid_request", format!("a batch line is answered whole: `{field}: true` is not allowed"), "body"));
         }
     }
     let request_id = if endpoint == "/v1/responses" { Responses::new_id() } else { Chat::new_id() };
-    Ok(NewLine { custom_id: line.custom_id, request_id, body: Value::Object(line.body) })
+    let body = Value::Object(line.body);
+    let (prompt, output) = worst_case_tokens(&model_row, &body);
+    Ok(NewLine { custom_id: line.custom_id, request_id, tokens: i64::from(prompt) + i64::from(output), body })
 }

@@ -163,23 +163,55 @@ pub struct NewLine {
     pub custom_id: String,
     pub request_id: String,
     pub body: Value,
+    /// The most tokens it may use: its prompt's bound and its `max_tokens`.
+    pub tokens: i64,
 }
 
-/// Starts the validating batch `id` with its lines; `false` (nothing written) when it is no longer
-/// validating (cancelled meanwhile).
+/// What starting a batch came to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Start {
+    Started,
+    /// No longer validating (cancelled meanwhile): nothing written.
+    NotValidating,
+    /// The tenant's unfinished batches already hold this many enqueued tokens: with this one's they would
+    /// pass the limit. Nothing written.
+    OverLimit(i64),
+}
+
+/// Starts the validating batch `id` of `tenant` with its lines and the tokens they may use, unless the
+/// tenant's unfinished batches would then hold more than `max_enqueued` (checked under a lock per tenant,
+/// so two batches validated at once cannot pass it together).
 ///
 /// # Errors
 /// Database errors.
-pub async fn start(db: &PgPool, id: &str, lines: &[NewLine]) -> Result<bool, sqlx::Error> {
+pub async fn start(
+    db: &PgPool,
+    (id, tenant): (&str, Uuid),
+    lines: &[NewLine],
+    (enqueued, max_enqueued): (i64, i64),
+) -> Result<Start, sqlx::Error> {
     let mut tx = db.begin().await?;
+    sqlx::query!("SELECT pg_advisory_xact_lock(hashtextextended('batches:' || $1::uuid::text, 0))", tenant).execute(&mut *tx).await?;
+    let held = sqlx::query_scalar!(
+        r#"SELECT COALESCE(sum(enqueued_tokens), 0)::int8 AS "held!" FROM batches
+           WHERE tenant_id = $1 AND status IN ('in_progress', 'finalizing', 'cancelling')"#,
+        tenant
+    )
+    .fetch_one(&mut *tx)
+    .await?;
+    if held.saturating_add(enqueued) > max_enqueued {
+        return Ok(Start::OverLimit(held));
+    }
     let started = sqlx::query!(
-        "UPDATE batches SET status = 'in_progress', in_progress_at = now(), leased_until = NULL WHERE id = $1 AND status = 'validating'",
-        id
+        "UPDATE batches SET status = 'in_progress', in_progress_at = now(), leased_until = NULL, enqueued_tokens = $2
+         WHERE id = $1 AND status = 'validating'",
+        id,
+        enqueued,
     )
     .execute(&mut *tx)
     .await?;
     if started.rows_affected() == 0 {
-        return Ok(false);
+        return Ok(Start::NotValidating);
     }
     for (n, chunk) in lines.chunks(1000).enumerate() {
         let first = n * 1000;
@@ -200,7 +232,7 @@ pub async fn start(db: &PgPool, id: &str, lines: &[NewLine]) -> Result<bool, sql
         .await?;
     }
     tx.commit().await?;
-    Ok(true)
+    Ok(Start::Started)
 }
 
 /// Fails the validating batch `id` with OpenAI's `errors` object.

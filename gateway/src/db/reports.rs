@@ -30,6 +30,8 @@ pub struct CostRow {
     /// tenant was charged `cost − shortfall`.
     pub shortfall: Decimal,
     pub latency_ms: i32,
+    /// The batch whose line this request was (billed at the batch price); null for an online request.
+    pub batch_id: Option<String>,
 }
 
 /// Which records; every field narrows the set.
@@ -56,7 +58,8 @@ pub async fn cost_records(db: &PgPool, filter: &CostFilter, limit: i64) -> Resul
     sqlx::query_as!(
         CostRow,
         "SELECT request_id, created_at, tenant_id, api_key_id, model, endpoint, status, http_status, error_code,
-                input_tokens, cached_tokens, output_tokens, cost, shortfall, latency_ms
+                input_tokens, cached_tokens, output_tokens, cost, shortfall, latency_ms,
+                (SELECT bl.batch_id FROM batch_lines bl WHERE bl.request_id = cost_records.request_id) AS \"batch_id?\"
          FROM cost_records
          WHERE ($1::uuid IS NULL OR tenant_id = $1) AND ($2::uuid IS NULL OR api_key_id = $2)
            AND ($3::text IS NULL OR model = $3) AND ($4::text IS NULL OR status = $4)
@@ -89,6 +92,9 @@ pub struct MonthlyTotal {
     pub cost: Decimal,
     /// What of `cost` went unpaid; the tenants were charged `cost − shortfall`.
     pub shortfall: Decimal,
+    /// Of `requests` and `cost`, the lines of batches.
+    pub batch_requests: i64,
+    pub batch_cost: Decimal,
 }
 
 /// Per-tenant totals of the records created in [from, to).
@@ -102,8 +108,9 @@ pub async fn totals(db: &PgPool, tenant: Option<Uuid>, from: DateTime<Utc>, to: 
         MonthlyTotal,
         r#"SELECT tenant_id, count(*) AS "requests!", COALESCE(sum(input_tokens), 0)::bigint AS "input_tokens!",
                   COALESCE(sum(cached_tokens), 0)::bigint AS "cached_tokens!", COALESCE(sum(output_tokens), 0)::bigint AS "output_tokens!",
-                  COALESCE(sum(cost), 0) AS "cost!", COALESCE(sum(shortfall), 0) AS "shortfall!"
-           FROM cost_records
+                  COALESCE(sum(cost), 0) AS "cost!", COALESCE(sum(shortfall), 0) AS "shortfall!",
+                  count(bl.batch_id) AS "batch_requests!", COALESCE(sum(cost) FILTER (WHERE bl.batch_id IS NOT NULL), 0) AS "batch_cost!"
+           FROM cost_records LEFT JOIN batch_lines bl ON bl.request_id = cost_records.request_id
            WHERE ($1::uuid IS NULL OR tenant_id = $1) AND created_at >= $2 AND created_at < $3
            GROUP BY tenant_id ORDER BY tenant_id"#,
         tenant,

@@ -22,7 +22,8 @@ pub async fn recent(db: &PgPool, tenant: Uuid, before: Option<(DateTime<Utc>, St
             sqlx::query_as!(
                 CostRow,
                 "SELECT request_id, created_at, tenant_id, api_key_id, model, endpoint, status, http_status, error_code,
-                        input_tokens, cached_tokens, output_tokens, cost, shortfall, latency_ms
+                        input_tokens, cached_tokens, output_tokens, cost, shortfall, latency_ms,
+                (SELECT bl.batch_id FROM batch_lines bl WHERE bl.request_id = cost_records.request_id) AS \"batch_id?\"
                  FROM cost_records WHERE tenant_id = $1 ORDER BY created_at DESC, request_id DESC LIMIT $2",
                 tenant,
                 limit,
@@ -34,7 +35,8 @@ pub async fn recent(db: &PgPool, tenant: Uuid, before: Option<(DateTime<Utc>, St
             sqlx::query_as!(
                 CostRow,
                 "SELECT request_id, created_at, tenant_id, api_key_id, model, endpoint, status, http_status, error_code,
-                        input_tokens, cached_tokens, output_tokens, cost, shortfall, latency_ms
+                        input_tokens, cached_tokens, output_tokens, cost, shortfall, latency_ms,
+                (SELECT bl.batch_id FROM batch_lines bl WHERE bl.request_id = cost_records.request_id) AS \"batch_id?\"
                  FROM cost_records
                  WHERE tenant_id = $1 AND created_at <= $2 AND (created_at, request_id) < ($2, $3)
                  ORDER BY created_at DESC, request_id DESC LIMIT $4",
@@ -57,7 +59,8 @@ pub async fn one(db: &PgPool, tenant: Uuid, request_id: &str) -> Result<Option<C
     sqlx::query_as!(
         CostRow,
         "SELECT request_id, created_at, tenant_id, api_key_id, model, endpoint, status, http_status, error_code,
-                input_tokens, cached_tokens, output_tokens, cost, shortfall, latency_ms
+                input_tokens, cached_tokens, output_tokens, cost, shortfall, latency_ms,
+                (SELECT bl.batch_id FROM batch_lines bl WHERE bl.request_id = cost_records.request_id) AS \"batch_id?\"
          FROM cost_records WHERE tenant_id = $1 AND request_id = $2",
         tenant,
         request_id,

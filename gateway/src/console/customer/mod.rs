@@ -1,6 +1,7 @@
 //! The customer's pages: everything here acts for the signed-in key's tenant, and only reads or changes
 //! that tenant's data (every query takes the tenant id from the session, never from the request).
 
+mod batches;
 mod keys;
 mod overview;
 mod playground;
@@ -18,5 +19,7 @@ pub(super) fn routes() -> Router<Console> {
         .route("/console/requests/{id}", get(requests::detail))
         .route("/console/keys", get(keys::list).post(keys::create))
         .route("/console/keys/revoke", post(keys::revoke))
+        .route("/console/batches", get(batches::list))
+        .route("/console/batches/cancel", post(batches::cancel))
         .route("/console/playground", get(playground::form).post(playground::run))
 }

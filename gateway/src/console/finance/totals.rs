@@ -26,6 +26,7 @@ struct Total {
     output_tokens: i64,
     cost: Decimal,
     shortfall: Decimal,
+    batch_cost: Decimal,
 }
 
 #[derive(Debug, Deserialize)]
@@ -64,7 +65,7 @@ async fn build(console: &Console, signed: &SignedIn, month: &str) -> Result<Mark
                 thead {
                     tr {
                         th { "Tenant" } th.num { "Requests" } th.num { "Input tokens" } th.num { "Cached input" } th.num { "Output tokens" }
-                        th.num { "Cost (USD)" } th.num { "Shortfall" } th.num { "Charged" }
+                        th.num { "Cost (USD)" } th.num { "Shortfall" } th.num { "Charged" } th.num { "Of which batches" }
                     }
                 }
                 tbody {
@@ -78,6 +79,7 @@ async fn build(console: &Console, signed: &SignedIn, month: &str) -> Result<Mark
                             td.num.cost data-label="Cost (USD)" { (money(t.cost)) }
                             td.num data-label="Shortfall" { (money(t.shortfall)) }
                             td.num data-label="Charged" { (money(t.cost - t.shortfall)) }
+                            td.num data-label="Of which batches" { (money(t.batch_cost)) }
                         }
                     }
                 }
@@ -87,6 +89,7 @@ async fn build(console: &Console, signed: &SignedIn, month: &str) -> Result<Mark
                         td.num.cost #grand-total data-label="Cost (USD)" { (money(cost)) }
                         td.num data-label="Shortfall" { (money(shortfall)) }
                         td.num data-label="Charged" { (money(cost - shortfall)) }
+                        td.num data-label="Of which batches" { (money(sum(|t| t.batch_cost))) }
                     }
                 }
             }

@@ -17,6 +17,7 @@ pub(crate) enum Section {
     Account,
     Requests,
     Keys,
+    Batches,
     Playground,
     Catalog,
     Workers,
@@ -46,6 +47,7 @@ fn sections(who: &Who) -> Vec<(Section, &'static str, &'static str)> {
             (Section::Account, "Overview", "/console/account"),
             (Section::Requests, "Requests", "/console/requests"),
             (Section::Keys, "Keys", "/console/keys"),
+            (Section::Batches, "Batches", "/console/batches"),
             (Section::Playground, "Playground", "/console/playground"),
         ],
         Who::Staff(staff) => {
