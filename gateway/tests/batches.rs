@@ -329,3 +329,68 @@ async fn a_line_left_by_a_dead_replica_runs_again_only_if_it_was_never_billed() 
     let ids: Vec<&str> = output.iter().map(|l| l["custom_id"].as_str().unwrap()).collect();
     assert_eq!(ids, ["line-1", "line-2", "line-3"]);
 }
+
+/// Inserts a running batch of `lines` short lines of `tenant`'s key `key_id`, as validation leaves one.
+async fn running_batch(tx: &mut sqlx::PgConnection, key_id: uuid::Uuid, tenant: uuid::Uuid, id: &str, lines: usize) {
+    sqlx::query(
+        "INSERT INTO batches (id, tenant_id, api_key_id, endpoint, input_file_id, completion_window, status, expires_at, in_progress_at)
+         VALUES ($1, $2, $3, '/v1/chat/completions', 'file-x', '24h', 'in_progress', now() + interval '1 day', now())",
+    )
+    .bind(id)
+    .bind(tenant)
+    .bind(key_id)
+    .execute(&mut *tx)
+    .await
+    .unwrap();
+    for line in 0..lines {
+        let body = serde_json::from_str::<Value>(&short_line("x")).unwrap()["body"].clone();
+        sqlx::query("INSERT INTO batch_lines (batch_id, line, custom_id, request_id, body, state) VALUES ($1, $2, $3, $4, $5, 'pending')")
+            .bind(id)
+            .bind(i32::try_from(line).unwrap())
+            .bind(format!("{id}-{line}"))
+            .bind(format!("chatcmpl-{id}-{line}"))
+            .bind(&body)
+            .execute(&mut *tx)
+            .await
+            .unwrap();
+    }
+}
+
+#[tokio::test]
+async fn tenants_take_turns_whatever_number_of_batches_each_has() {
+    let app = spawn_app_with(|s| s.batches.concurrency = 1).await;
+    let other_key = create_key(&app.db, "other-tenant").await;
+    common::grant(&app.db, "other-tenant", "5").await;
+    let key_of = |key: &str| {
+        let public_id = key[3..15].to_owned();
+        let db = app.db.clone();
+        async move {
+            let row: (uuid::Uuid, uuid::Uuid) =
+                sqlx::query_as("SELECT id, tenant_id FROM api_keys WHERE public_id = $1").bind(public_id).fetch_one(&db).await.unwrap();
+            row
+        }
+    };
+    let (mine, me) = key_of(&app.key).await;
+    let (theirs, them) = key_of(&other_key).await;
+    // Three batches of mine, one of theirs, all running from the same moment, four lines each.
+    let mut tx = app.db.begin().await.unwrap();
+    for (id, key, tenant) in [("batch_a1", mine, me), ("batch_a2", mine, me), ("batch_a3", mine, me), ("batch_b1", theirs, them)] {
+        running_batch(&mut tx, key, tenant, id, 4).await;
+    }
+    tx.commit().await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let left: i64 =
+            sqlx::query_scalar("SELECT count(*) FROM batch_lines WHERE state IN ('pending', 'running')").fetch_one(&app.db).await.unwrap();
+        if left == 0 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{left} lines still to run");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let order: Vec<String> = sqlx::query_scalar("SELECT batch_id FROM batch_lines ORDER BY claimed_at").fetch_all(&app.db).await.unwrap();
+    // While both tenants have lines waiting (their four), every other claim is theirs.
+    let first_eight: Vec<bool> = order.iter().take(8).map(|b| b == "batch_b1").collect();
+    assert_eq!(first_eight.iter().filter(|t| **t).count(), 4, "{order:?}");
+    assert!(first_eight.windows(2).all(|w| w[0] != w[1]), "the tenants alternate: {order:?}");
+}

@@ -503,13 +503,14 @@ async fn a_key_made_in_the_console_is_bounded_by_the_session_s_key_and_revoked_w
     assert_eq!(app.post("/v1/chat/completions", &tiny()).await.status(), 200, "the tenant's other key still works");
 }
 
-/// Inserts a batch of the tenant of `key` straight into the database, `validating`.
-async fn running_batch(app: &TestApp, key: &str, id: &str) {
+/// Inserts a batch of the tenant of `key` straight into the database, `validating` under a lease no runner
+/// takes before the test ends (so it stays as it is until cancelled).
+async fn validating_batch(app: &TestApp, key: &str, id: &str) {
     let (tenant, key_id): (uuid::Uuid, uuid::Uuid) =
         sqlx::query_as("SELECT tenant_id, id FROM api_keys WHERE public_id = $1").bind(&key[3..15]).fetch_one(&app.db).await.unwrap();
     sqlx::query(
-        "INSERT INTO batches (id, tenant_id, api_key_id, endpoint, input_file_id, completion_window, status, expires_at, in_progress_at)
-         VALUES ($1, $2, $3, '/v1/chat/completions', 'file-x', '24h', 'validating', now() + interval '1 day', now())",
+        "INSERT INTO batches (id, tenant_id, api_key_id, endpoint, input_file_id, completion_window, status, expires_at, leased_until)
+         VALUES ($1, $2, $3, '/v1/chat/completions', 'file-x', '24h', 'validating', now() + interval '1 day', now() + interval '1 hour')",
     )
     .bind(id)
     .bind(tenant)
@@ -523,10 +524,8 @@ async fn running_batch(app: &TestApp, key: &str, id: &str) {
 async fn a_customer_sees_and_cancels_its_own_batches_only() {
     let app = spawn_app().await;
     let other_key = create_key(&app.db, "other-tenant").await;
-    // Held in `validating` by a lease no runner takes before the test ends.
-    running_batch(&app, &app.key, "batch_mine").await;
-    running_batch(&app, &other_key, "batch_theirs").await;
-    sqlx::query("UPDATE batches SET leased_until = now() + interval '1 hour'").execute(&app.db).await.unwrap();
+    validating_batch(&app, &app.key, "batch_mine").await;
+    validating_batch(&app, &other_key, "batch_theirs").await;
 
     let mut browser = Browser::new(&app);
     browser.signed_in(&app.key).await;

@@ -1,7 +1,7 @@
 //! The Batch API (`/v1/batches`, OpenAI's): a tenant submits a file of requests (`files`), each line
 //! runs once, at the model's batch price and after online requests at the worker, outside the key's
 //! online rate limits, and the answers come back as files. The life cycle: `validating` (the input read
-//! into lines, each checked), `in_progress` (lines claimed in turn across batches by every replica's
+//! into lines, each checked), `in_progress` (lines claimed in turns by tenant by every replica's
 //! [`runner`]), `finalizing` (the output and error files written), then `completed`, `expired` (its
 //! window passed: the lines not begun expire, the finished ones are delivered) or `cancelled`; `failed`
 //! when validation refused the input.

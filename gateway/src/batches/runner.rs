@@ -1,6 +1,6 @@
 //! Every replica runs the batches: it validates and finalizes batches one at a time (each under a lease,
 //! so two replicas never do the same), and runs lines, at most `--batch-concurrency` at once, claimed in
-//! turn across batches (the batch claimed from longest ago goes next). A line runs as its batch's key in
+//! turns by tenant (the tenant served longest ago goes next, then its batch served longest ago). A line runs as its batch's key in
 //! the `batch` class (`auth::Caller::priority`): at the batch price, after online requests at the worker,
 //! outside the key's online rate limits and its tenant's cap on requests in flight; its credit hold and
 //! cost record are an online request's. A line left running by a replica that died runs again, unless
@@ -19,10 +19,13 @@ use crate::db::batches::{self as rows, Claimed};
 use crate::error::ApiError;
 use crate::inference::chat::Chat;
 use crate::inference::responses::Responses;
+use crate::inference::Dialect as _;
 use crate::state::AppState;
 
 /// How long a replica may take to validate or finalize one batch before another may take it over.
 const LEASE_S: f64 = 600.0;
+/// How many times a line whose worker failed is tried before its failure is its answer.
+const MAX_FAILED_TRIES: i32 = 3;
 /// The largest answer a line keeps.
 const MAX_ANSWER_BYTES: usize = 64 * 1024 * 1024;
 /// The answer of a line whose replica died after its cost record and before its answer was kept.
@@ -68,16 +71,29 @@ async fn step(state: &AppState, slots: &Arc<Semaphore>) -> Result<(), ApiError> 
     Ok(())
 }
 
-/// Runs one line and keeps its answer.
+/// Runs one line and keeps its answer; or, when the fleet had no room for it or its worker failed before
+/// answering (nothing billed), puts it back to wait.
 async fn run(state: AppState, line: Claimed, _slot: OwnedSemaphorePermit) {
     let response = answer(&state, &line).await;
-    let status = response.status().as_u16();
-    let body = match axum::body::to_bytes(response.into_body(), MAX_ANSWER_BYTES).await {
+    let mut status = response.status().as_u16();
+    let mut body = match axum::body::to_bytes(response.into_body(), MAX_ANSWER_BYTES).await {
         Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
         Err(e) => {
             serde_json::to_string(&ApiError::Internal(format!("a batch line's answer could not be read: {e}")).body()).unwrap_or_default()
         }
     };
+    // A record this try could not write, under a request id that has one: another try of the line (on a
+    // replica presumed dead too soon) ran to its end and was billed; its answer is not here.
+    if status == 503 && body.contains("\"ledger_unavailable\"") && rows::billed(&state.db, &line.request_id).await.unwrap_or(false) {
+        (status, body) = (500, LOST.to_owned());
+    }
+    if let Some(after) = retry_after(status, &body, line.attempts) {
+        let request_id = if line.endpoint == "/v1/responses" { Responses::new_id() } else { Chat::new_id() };
+        match rows::retry(&state.db, (&line.batch_id, line.line), state.replica_id, &request_id, after.as_secs_f64()).await {
+            Ok(()) => return,
+            Err(e) => tracing::warn!(batch = %line.batch_id, line = line.line, error = %e, "a batch line not put back; its answer is kept"),
+        }
+    }
     let mut wait = Duration::from_millis(100);
     for _ in 0..8 {
         match rows::answer(&state.db, (&line.batch_id, line.line), state.replica_id, status, &body).await {
@@ -90,6 +106,20 @@ async fn run(state: AppState, line: Claimed, _slot: OwnedSemaphorePermit) {
         }
     }
     state.batches_wake.notify_one();
+}
+
+/// Whether a line's answer is one to try again, and after how long: every worker's queue full or no
+/// worker ready (load: tried until the batch's window ends), or a worker that failed before answering (a
+/// few times). Neither bills anything, so the next try is its line's only charge.
+fn retry_after(status: u16, body: &str, attempts: i32) -> Option<Duration> {
+    let answer: serde_json::Value = serde_json::from_str(body).ok()?;
+    let code = answer["error"]["code"].as_str()?;
+    let pause = Duration::from_millis(250 * u64::try_from(attempts.clamp(1, 8)).unwrap_or(1));
+    match (status, code) {
+        (503, "model_overloaded" | "model_unavailable") => Some(pause),
+        (502, "upstream_error") if attempts < MAX_FAILED_TRIES => Some(pause),
+        _ => None,
+    }
 }
 
 async fn answer(state: &AppState, line: &Claimed) -> Response {

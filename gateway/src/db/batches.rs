@@ -259,10 +259,13 @@ pub struct Claimed {
     pub body: Value,
     pub api_key_id: Uuid,
     pub endpoint: String,
+    /// This try's number, from 1.
+    pub attempts: i32,
 }
 
-/// Claims the first pending line of the running batch whose turn it is (the one claimed from longest
-/// ago), for `replica`.
+/// Claims the first pending line of the running batch whose turn it is, for `replica`: the tenant whose
+/// batches were claimed from longest ago goes first, then its batch claimed from longest ago. Turns are
+/// the tenants': a tenant with ten batches gets no more turns than one with a single batch.
 ///
 /// # Errors
 /// Database errors.
@@ -271,8 +274,11 @@ pub async fn claim(db: &PgPool, replica: Uuid) -> Result<Option<Claimed>, sqlx::
     let batch = sqlx::query!(
         "SELECT id, api_key_id, endpoint FROM batches b
          WHERE status = 'in_progress' AND expires_at > now()
-           AND EXISTS (SELECT 1 FROM batch_lines l WHERE l.batch_id = b.id AND l.state = 'pending')
-         ORDER BY last_claim_at NULLS FIRST, created_at LIMIT 1 FOR UPDATE SKIP LOCKED"
+           AND EXISTS (SELECT 1 FROM batch_lines l WHERE l.batch_id = b.id AND l.state = 'pending'
+                       AND (l.not_before IS NULL OR l.not_before <= now()))
+         ORDER BY (SELECT max(o.last_claim_at) FROM batches o WHERE o.tenant_id = b.tenant_id) NULLS FIRST,
+                  last_claim_at NULLS FIRST, created_at
+         LIMIT 1 FOR UPDATE SKIP LOCKED"
     )
     .fetch_optional(&mut *tx)
     .await?;
@@ -280,10 +286,11 @@ pub async fn claim(db: &PgPool, replica: Uuid) -> Result<Option<Claimed>, sqlx::
         return Ok(None);
     };
     let line = sqlx::query!(
-        "UPDATE batch_lines SET state = 'running', claimed_by = $2, claimed_at = now()
+        "UPDATE batch_lines SET state = 'running', claimed_by = $2, claimed_at = now(), attempts = attempts + 1
          WHERE (batch_id, line) = (SELECT batch_id, line FROM batch_lines WHERE batch_id = $1 AND state = 'pending'
+                                     AND (not_before IS NULL OR not_before <= now())
                                    ORDER BY line LIMIT 1 FOR UPDATE SKIP LOCKED)
-         RETURNING line, request_id, body",
+         RETURNING line, request_id, body, attempts",
         batch.id,
         replica,
     )
@@ -298,6 +305,7 @@ pub async fn claim(db: &PgPool, replica: Uuid) -> Result<Option<Claimed>, sqlx::
         body: l.body,
         api_key_id: batch.api_key_id,
         endpoint: batch.endpoint,
+        attempts: l.attempts,
     }))
 }
 
@@ -320,6 +328,34 @@ pub async fn answer(db: &PgPool, (batch, line): (&str, i32), replica: Uuid, stat
     .execute(db)
     .await?;
     Ok(())
+}
+
+/// Puts a line `replica` runs back to pending under a new request id, not to be claimed for `after_s`.
+///
+/// # Errors
+/// Database errors.
+pub async fn retry(db: &PgPool, (batch, line): (&str, i32), replica: Uuid, request_id: &str, after_s: f64) -> Result<(), sqlx::Error> {
+    sqlx::query!(
+        "UPDATE batch_lines SET state = 'pending', claimed_by = NULL, request_id = $4, not_before = now() + make_interval(secs => $5)
+         WHERE batch_id = $1 AND line = $2 AND state = 'running' AND claimed_by = $3",
+        batch,
+        line,
+        replica,
+        request_id,
+        after_s,
+    )
+    .execute(db)
+    .await?;
+    Ok(())
+}
+
+/// Whether request `request_id` has its cost record.
+///
+/// # Errors
+/// Database errors.
+pub async fn billed(db: &PgPool, request_id: &str) -> Result<bool, sqlx::Error> {
+    let found = sqlx::query_scalar!("SELECT 1 AS one FROM cost_records WHERE request_id = $1", request_id).fetch_optional(db).await?;
+    Ok(found.is_some())
 }
 
 /// Lines left running by replicas not heard from for `timeout_s`: a line whose cost record exists ran
