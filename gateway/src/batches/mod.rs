@@ -39,6 +39,16 @@ pub struct NewBatchRequest {
     pub other: Map<String, Value>,
 }
 
+/// A fresh id for one try of a line: the answer's id in its endpoint's dialect, and its cost record's key.
+fn new_request_id(endpoint: &str) -> String {
+    use crate::inference::Dialect as _;
+    if endpoint == "/v1/responses" {
+        crate::inference::responses::Responses::new_id()
+    } else {
+        crate::inference::chat::Chat::new_id()
+    }
+}
+
 fn not_found(id: &str) -> ApiError {
     ApiError::NotFound(format!("batch '{id}'"))
 }

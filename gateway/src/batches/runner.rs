@@ -19,7 +19,6 @@ use crate::db::batches::{self as rows, Claimed};
 use crate::error::ApiError;
 use crate::inference::chat::Chat;
 use crate::inference::responses::Responses;
-use crate::inference::Dialect as _;
 use crate::state::AppState;
 
 /// How long a replica may take to validate or finalize one batch before another may take it over.
@@ -88,7 +87,7 @@ async fn run(state: AppState, line: Claimed, _slot: OwnedSemaphorePermit) {
         (status, body) = (500, LOST.to_owned());
     }
     if let Some(after) = retry_after(status, &body, line.attempts) {
-        let request_id = if line.endpoint == "/v1/responses" { Responses::new_id() } else { Chat::new_id() };
+        let request_id = super::new_request_id(&line.endpoint);
         match rows::retry(&state.db, (&line.batch_id, line.line), state.replica_id, &request_id, after.as_secs_f64()).await {
             Ok(()) => return,
             Err(e) => tracing::warn!(batch = %line.batch_id, line = line.line, error = %e, "a batch line not put back; its answer is kept"),

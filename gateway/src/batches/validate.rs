@@ -12,9 +12,6 @@ use crate::billing::worst_case_tokens;
 use crate::db::batches::{self as rows, NewLine, Start};
 use crate::error::ApiError;
 use crate::files::batch_input::InputLine;
-use crate::inference::chat::Chat;
-use crate::inference::responses::Responses;
-use crate::inference::Dialect;
 use crate::state::AppState;
 
 /// The most errors a failed batch lists (OpenAI lists the first few too).
@@ -91,7 +88,7 @@ fn check(state: &AppState, endpoint: &str, tenant: uuid::Uuid, text: &[u8]) -> R
             return Err(("invalid_request", format!("a batch line is answered whole: `{field}: true` is not allowed"), "body"));
         }
     }
-    let request_id = if endpoint == "/v1/responses" { Responses::new_id() } else { Chat::new_id() };
+    let request_id = super::new_request_id(endpoint);
     let body = Value::Object(line.body);
     let (prompt, output) = worst_case_tokens(&model_row, &body);
     Ok(NewLine { custom_id: line.custom_id, request_id, tokens: i64::from(prompt) + i64::from(output), body })
