@@ -2,7 +2,8 @@
 # Runs every test: installs build tools if missing, fetches the embedded model, builds, tests; then the
 # official-SDK tests (tests/sdk, Python, in a virtualenv at ~/.cache/runaii/venv) against a private
 # gateway + worker stack; then the console's browser tests (tests/console: Debian's Chromium, installed
-# with apt when missing, driven by Playwright from a virtualenv at ~/.cache/runaii/venv-console).
+# with apt when missing, driven by Playwright from a virtualenv at ~/.cache/runaii/venv-console). The tests
+# of files kept in an object store start Ceph's radosgw themselves (scripts/s3-server.sh, apt when missing).
 # Arguments go to `cargo test`.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"

@@ -262,12 +262,73 @@ pub struct FileArgs {
     /// Bytes a tenant's files may take; past it, uploads are refused.
     #[arg(id = "files_max_stored_bytes", long = "files-max-stored-bytes", env = "RUNAII_FILES_MAX_STORED_BYTES", default_value_t = 10 * 1000 * 1000 * 1000, value_parser = clap::value_parser!(i64).range(0..))]
     pub max_stored_bytes: i64,
+    /// Where files' bytes are kept: `postgres` (the gateway's database, nothing more to run) or
+    /// `s3://BUCKET[/PREFIX]` (an S3-compatible object store, for a fleet; see the `--files-s3-*` options).
+    #[arg(long = "files-store", env = "RUNAII_FILES_STORE", default_value = "postgres")]
+    pub store: FileStore,
+    #[command(flatten)]
+    pub s3: S3Args,
 }
 
 impl Default for FileArgs {
     fn default() -> Self {
-        Self { max_bytes: 200 * 1000 * 1000, upload_timeout_ms: 600_000, max_stored_bytes: 10 * 1000 * 1000 * 1000 }
+        Self {
+            max_bytes: 200 * 1000 * 1000,
+            upload_timeout_ms: 600_000,
+            max_stored_bytes: 10 * 1000 * 1000 * 1000,
+            store: FileStore::Postgres,
+            s3: S3Args::default(),
+        }
     }
+}
+
+/// Where files' bytes are kept (`--files-store`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FileStore {
+    Postgres,
+    /// Objects `PREFIX/files/<file id>/<part>` in `bucket`.
+    S3 {
+        bucket: String,
+        prefix: String,
+    },
+}
+
+impl std::str::FromStr for FileStore {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        if s == "postgres" {
+            return Ok(Self::Postgres);
+        }
+        let Some(rest) = s.strip_prefix("s3://") else {
+            return Err(format!("'{s}' is neither 'postgres' nor 's3://BUCKET[/PREFIX]'"));
+        };
+        let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
+        if bucket.is_empty() {
+            return Err(format!("'{s}' names no bucket"));
+        }
+        Ok(Self::S3 { bucket: bucket.to_owned(), prefix: prefix.trim_matches('/').to_owned() })
+    }
+}
+
+/// The S3-compatible store of `--files-store s3://…`. What is not given here comes from the standard
+/// AWS variables (`AWS_ENDPOINT`, `AWS_REGION`, `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, web
+/// identity, the instance's metadata service), as AWS's own tools find it.
+#[derive(Debug, Clone, Default, Args)]
+pub struct S3Args {
+    /// The store's URL, for a store other than AWS (Ceph's radosgw, say): buckets are addressed by path,
+    /// and an `http://` endpoint is allowed.
+    #[arg(long = "files-s3-endpoint", env = "RUNAII_S3_ENDPOINT")]
+    pub endpoint: Option<String>,
+    /// The bucket's region (`us-east-1` where neither this nor `AWS_REGION` says).
+    #[arg(long = "files-s3-region", env = "RUNAII_S3_REGION")]
+    pub region: Option<String>,
+    /// An access key id.
+    #[arg(long = "files-s3-access-key-id", env = "RUNAII_S3_ACCESS_KEY_ID")]
+    pub access_key_id: Option<String>,
+    /// Its secret: never printed (best given in the environment).
+    #[arg(long = "files-s3-secret-access-key", env = "RUNAII_S3_SECRET_ACCESS_KEY", hide_env_values = true)]
+    pub secret_access_key: Option<SecretText>,
 }
 
 /// The Responses store (`inference::responses::store`): how long a tenant's stored responses are kept
@@ -436,13 +497,26 @@ mod tests {
             "worker-secret-3-of-at-least-32-bytes!!",
             "--admin-jwt-secret",
             "jwt-secret-4",
+            "--files-s3-secret-access-key",
+            "s3-secret-5",
         ])
         .unwrap();
         let printed = format!("{cli:?}");
-        for secret in ["db-password-1", "redis-password-2", "worker-secret-3", "jwt-secret-4"] {
+        for secret in ["db-password-1", "redis-password-2", "worker-secret-3", "jwt-secret-4", "s3-secret-5"] {
             assert!(!printed.contains(secret), "{secret} printed: {printed}");
         }
         let Command::Serve(settings) = cli.command else { panic!("serve") };
         assert_eq!(settings.db.database_url.expose(), "postgres://runaii:db-password-1@db:5432/runaii");
+    }
+
+    #[test]
+    fn a_file_store_is_postgres_or_an_s3_bucket() {
+        assert_eq!("postgres".parse::<FileStore>(), Ok(FileStore::Postgres));
+        assert_eq!("s3://b".parse::<FileStore>(), Ok(FileStore::S3 { bucket: "b".into(), prefix: String::new() }));
+        assert_eq!("s3://b/a/c/".parse::<FileStore>(), Ok(FileStore::S3 { bucket: "b".into(), prefix: "a/c".into() }));
+        assert!("s3://".parse::<FileStore>().is_err());
+        assert!("s3:///p".parse::<FileStore>().is_err());
+        assert!("gs://b".parse::<FileStore>().is_err());
+        assert!("database".parse::<FileStore>().is_err());
     }
 }

@@ -51,6 +51,9 @@ pub enum ApiError {
     RequestTimeLimit(u32),
     #[error("the cost ledger is unavailable, so no request can be served")]
     LedgerUnavailable,
+    /// The store of files' bytes did not answer; the detail is logged, never sent.
+    #[error("file storage is unavailable; retry shortly")]
+    FileStorageUnavailable,
     #[error("the request body is larger than {0} bytes")]
     PayloadTooLarge(usize),
     #[error("the request body did not arrive within {0} ms")]
@@ -139,6 +142,7 @@ impl ApiError {
             Self::NoReadyWorker(_)
             | Self::WorkersBusy(_)
             | Self::LedgerUnavailable
+            | Self::FileStorageUnavailable
             | Self::RateLimiterUnavailable
             | Self::AdminDisabled => StatusCode::SERVICE_UNAVAILABLE,
             Self::UpstreamFailed(_) => StatusCode::BAD_GATEWAY,
@@ -164,6 +168,7 @@ impl ApiError {
             Self::UpstreamTimeout(_) => "upstream_timeout",
             Self::RequestTimeLimit(_) => "request_time_limit",
             Self::LedgerUnavailable => "ledger_unavailable",
+            Self::FileStorageUnavailable => "file_storage_unavailable",
             Self::PayloadTooLarge(_) => "payload_too_large",
             Self::BodyTimeout(_) => "request_timeout",
             Self::NoRoute | Self::NotFound(_) => "not_found",

@@ -90,7 +90,7 @@ impl AppState {
         let secrets = settings.workers.secrets()?;
         let replica_id = uuid::Uuid::now_v7();
         let tasks = tokio_util::task::TaskTracker::new();
-        let files = crate::files::storage::Storage::Database(db.clone());
+        let files = crate::files::storage::Storage::open(&settings.files.store, &settings.files.s3, &db).await?;
         Ok(Self(Arc::new(Shared {
             keys: Arc::new(KeyCache::new(Duration::from_millis(settings.key_cache_ms), settings.key_cache_entries)),
             auth_failures: Arc::new(FailedAuth::new(settings.auth_failures_per_minute)),

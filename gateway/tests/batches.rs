@@ -9,7 +9,9 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{client, create_key, invoice_request, invoice_schema, spawn_app, spawn_app_with, TestApp, MODEL};
+use common::{
+    client, create_key, invoice_request, invoice_schema, s3, s3_objects, spawn_app, spawn_app_with, store_files_in, TestApp, MODEL,
+};
 use rust_decimal::Decimal;
 use serde_json::{json, Value};
 
@@ -172,6 +174,25 @@ async fn a_batch_of_structured_lines_completes_at_the_batch_price_outside_the_on
     assert_eq!(list["data"], json!([]));
     let (_, list) = call(&app, &app.key, reqwest::Method::GET, "/v1/batches", None).await;
     assert_eq!(list["data"][0]["id"], id);
+}
+
+#[tokio::test]
+async fn a_batch_reads_its_input_from_and_writes_its_answers_to_an_object_store() {
+    let server = s3();
+    let mut prefix = String::new();
+    let app = spawn_app_with(|s| prefix = store_files_in(s, server)).await;
+    let ids = ["a", "b", "c"];
+    let file = upload(&app, &ids.map(short_line)).await;
+    let batch = create(&app, &file).await;
+    let batch = wait_for(&app, batch["id"].as_str().unwrap(), &["completed", "failed", "expired"]).await;
+    assert_eq!((&batch["status"], &batch["request_counts"]["completed"]), (&json!("completed"), &json!(3)), "{batch}");
+    let output = file_lines(&app, &batch["output_file_id"]).await;
+    let seen: Vec<&str> = output.iter().map(|l| l["custom_id"].as_str().unwrap()).collect();
+    assert_eq!(seen, ids);
+    let out_id = batch["output_file_id"].as_str().unwrap();
+    assert_eq!(s3_objects(server, &prefix).await, [format!("{prefix}/files/{file}/000000"), format!("{prefix}/files/{out_id}/000000")]);
+    let in_postgres: i64 = sqlx::query_scalar("SELECT count(*) FROM file_parts").fetch_one(&app.db).await.unwrap();
+    assert_eq!(in_postgres, 0);
 }
 
 #[tokio::test]

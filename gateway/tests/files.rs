@@ -10,7 +10,8 @@ use std::time::Duration;
 
 use futures::StreamExt as _;
 
-use common::{client, create_key, spawn_app, spawn_app_with, TestApp, MODEL};
+use common::{client, create_key, s3, s3_objects, spawn_app, spawn_app_with, store_files_in, test_settings, TestApp, MODEL};
+use runaii_testkit::s3::S3Server;
 use serde_json::{json, Value};
 
 type Fields = Vec<(&'static str, &'static str)>;
@@ -246,4 +247,80 @@ async fn uploads_have_their_own_size_and_time_limits() {
     assert_eq!(response.status(), 408);
     assert!(started.elapsed() < Duration::from_secs(10));
     nothing_left(&app, (0, 0)).await;
+}
+
+async fn deletions(app: &TestApp) -> i64 {
+    sqlx::query_scalar("SELECT count(*) FROM file_deletions").fetch_one(&app.db).await.unwrap()
+}
+
+#[tokio::test]
+async fn files_kept_in_an_object_store_read_back_whole_and_leave_nothing_there_when_deleted() {
+    let server = s3();
+    let mut prefix = String::new();
+    let app = spawn_app_with(|s| prefix = store_files_in(s, server)).await;
+    let bytes = input(12_000, 900);
+    let (status, file) = upload(&app, bytes.clone()).await;
+    assert_eq!(status, 200, "{file}");
+    let id = file["id"].as_str().unwrap().to_owned();
+    // Two parts, as objects in order; nothing of the bytes in Postgres.
+    assert_eq!(s3_objects(server, &prefix).await, [format!("{prefix}/files/{id}/000000"), format!("{prefix}/files/{id}/000001")]);
+    assert_eq!(counts(&app).await, (1, 0));
+
+    let content = get(&app, &app.key, &format!("/v1/files/{id}/content")).await;
+    assert_eq!(content.status(), 200);
+    assert!(content.bytes().await.unwrap() == bytes, "the content differs from the upload");
+    let other = create_key(&app.db, "another-tenant").await;
+    assert_eq!(get(&app, &other, &format!("/v1/files/{id}/content")).await.status(), 404);
+
+    let response = client().delete(format!("{}/v1/files/{id}", app.base)).bearer_auth(&app.key).send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(s3_objects(server, &prefix).await, Vec::<String>::new(), "the file's bytes outlived it");
+    assert_eq!((counts(&app).await, deletions(&app).await), ((0, 0), 0));
+}
+
+#[tokio::test]
+async fn bytes_a_store_could_not_forget_while_down_are_forgotten_once_it_is_back() {
+    // A server of its own: this test stops it.
+    let server = S3Server::start();
+    let mut prefix = String::new();
+    let app = spawn_app_with(|s| prefix = store_files_in(s, &server)).await;
+    let (status, file) = upload(&app, input(3, 10)).await;
+    assert_eq!(status, 200, "{file}");
+    let id = file["id"].as_str().unwrap().to_owned();
+
+    server.stop_gateway();
+    let response = get(&app, &app.key, &format!("/v1/files/{id}/content")).await;
+    assert_eq!(response.status(), 503);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "file_storage_unavailable", "{body}");
+    // An upload is refused (nothing of it is listed), a deletion done: the file is gone to every reader.
+    let (status, body) = upload(&app, input(3, 10)).await;
+    assert_eq!((status, &body["error"]["code"]), (503, &json!("file_storage_unavailable")), "{body}");
+    nothing_left(&app, (1, 0)).await;
+    let response = client().delete(format!("{}/v1/files/{id}", app.base)).bearer_auth(&app.key).send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(get(&app, &app.key, &format!("/v1/files/{id}")).await.status(), 404);
+    assert_eq!(deletions(&app).await, 2, "the deleted file and the refused upload wait to be forgotten");
+
+    server.start_gateway();
+    assert_eq!(s3_objects(&server, &prefix).await.len(), 1, "the deleted file's bytes are still kept");
+    // The sweep leaves the last minute's deletions to their deleters: these are older.
+    sqlx::query("UPDATE file_deletions SET deleted_at = now() - interval '2 minutes'").execute(&app.db).await.unwrap();
+    let mut settings = test_settings(app.database_url().to_owned());
+    store_files_in(&mut settings, &server);
+    settings.files.store = runaii_gateway::config::FileStore::S3 { bucket: server.bucket.clone(), prefix: prefix.clone() };
+    let state = runaii_gateway::state::AppState::new(settings).await.unwrap();
+    runaii_gateway::files::expire(&state).await.unwrap();
+    assert_eq!(s3_objects(&server, &prefix).await, Vec::<String>::new(), "the sweep left the bytes");
+    assert_eq!(deletions(&app).await, 0);
+}
+
+#[tokio::test]
+async fn a_gateway_whose_bucket_cannot_be_listed_does_not_start() {
+    let server = s3();
+    let mut settings = test_settings(spawn_app().await.database_url().to_owned());
+    store_files_in(&mut settings, server);
+    settings.files.store = runaii_gateway::config::FileStore::S3 { bucket: "no-such-bucket".into(), prefix: String::new() };
+    let Err(error) = runaii_gateway::Application::build(settings).await else { panic!("a gateway started without its file store") };
+    assert!(error.to_string().contains("s3://no-such-bucket cannot be listed"), "{error}");
 }

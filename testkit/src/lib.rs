@@ -1,7 +1,9 @@
 //! Test support shared by the worker's and the gateway's tests: starting a real worker process on the
-//! embedded model, the seed's invoice example, and reading SSE bodies.
+//! embedded model (and a real S3 server, `s3`), the seed's invoice example, and reading SSE bodies.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+pub mod s3;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

@@ -1,6 +1,7 @@
-//! A request's priority class at the worker. Online requests (every API call today) are admitted in fair
-//! turns among tenants; `batch` requests only fill sequences that no online request is waiting for, so
-//! work that may take hours (a batch job) never delays an answer someone is waiting on.
+//! A request's priority class at the worker. Online requests (every API call but a batch's lines) are
+//! admitted in fair turns among tenants; `batch` requests only fill sequences that no online request is
+//! waiting for, never the last free one, and pause while an online request decodes, so work that may take
+//! hours (a batch job) never delays an answer someone is waiting on.
 //!
 //! The gateway sets the header; a worker reached without it treats the request as online.
 
@@ -13,7 +14,7 @@ pub enum Priority {
     /// Someone is waiting for the answer.
     #[default]
     Online,
-    /// Admitted only when no online request waits for a sequence.
+    /// Admitted only when no online request waits for a sequence, and paused while one decodes.
     Batch,
 }
 

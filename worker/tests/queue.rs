@@ -1,4 +1,5 @@
-//! A full queue answers 503 with Retry-After, on a worker with one slot and a one-deep queue.
+//! A full queue answers 503 with Retry-After, on a worker with one slot and a one-deep queue; batch jobs
+//! leave a sequence free for online work and sit out while it decodes.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -44,4 +45,58 @@ async fn full_queue_answers_503_with_retry_after() {
     }
     assert!(served >= 2, "the running request and the queued one are served");
     assert!(refused >= 1, "a request past the queue is refused");
+}
+
+#[tokio::test]
+async fn batch_jobs_leave_a_sequence_free_and_sit_out_while_an_online_answer_decodes() {
+    use futures::StreamExt as _;
+    let worker = common::start(&["--slots", "3"]);
+    let base = worker.url.clone();
+    let url = format!("{base}/v1/chat/completions");
+    let batch_body = serde_json::to_vec(&runaii_testkit::long_answer_request(400, 1500, true)).unwrap();
+    let batch_headers = [(runaii_wire::priority::HEADER, "batch")];
+    // Every chunk the batch streams deliver, with when it arrived.
+    let (chunks, mut arrived) = tokio::sync::mpsc::unbounded_channel::<Instant>();
+    let streams: Vec<_> = (0..3)
+        .map(|_| {
+            let (url, body, chunks) = (url.clone(), batch_body.clone(), chunks.clone());
+            tokio::spawn(async move {
+                let response = common::signed_post(&url, &batch_headers, body).send().await.unwrap();
+                assert_eq!(response.status(), 200);
+                let mut body = response.bytes_stream();
+                while let Some(Ok(bytes)) = body.next().await {
+                    for _ in 0..bytes.windows(6).filter(|w| w == b"data: ").count() {
+                        let _ = chunks.send(Instant::now());
+                    }
+                }
+            })
+        })
+        .collect();
+    // Three batch jobs, three sequences: two run, one waits, the last sequence stays free.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while common::get_json(&base, "/health").await["slots_busy"] != 2 {
+        assert!(Instant::now() < deadline, "the batch jobs never took two sequences");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(common::get_json(&base, "/health").await["slots_busy"], 2, "a batch job took the last free sequence");
+
+    // An online answer of exactly 60 tokens (the schema wants 400 items) starts at once and decodes alone.
+    let started = Instant::now();
+    let (status, answer) = common::post(&base, &runaii_testkit::long_answer_request(400, 60, false)).await;
+    let ended = Instant::now();
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["usage"]["completion_tokens"], 60, "{answer}");
+    drop(chunks);
+    for stream in &streams {
+        stream.abort();
+    }
+    let mut during = 0;
+    while let Some(at) = arrived.recv().await {
+        if at > started && at < ended {
+            during += 1;
+        }
+    }
+    // Decoding beside them, the two batch streams would have sent about 60 chunks each.
+    assert!(during <= 15, "the batch streams sent {during} chunks while the online answer decoded");
 }

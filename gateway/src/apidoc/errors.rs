@@ -57,8 +57,9 @@ error_responses! {
     /// `upstream_error`: the worker failed, after one retry on another worker when there is one.
     BadGateway(ErrorBody);
     /// `model_unavailable` (no ready worker serves the model), `model_overloaded` (every worker serving it
-    /// is at capacity), `ledger_unavailable` (the cost ledger cannot be written) or
-    /// `rate_limiter_unavailable` (Redis is down and the gateway fails closed).
+    /// is at capacity), `ledger_unavailable` (the cost ledger cannot be written),
+    /// `rate_limiter_unavailable` (Redis is down and the gateway fails closed) or
+    /// `file_storage_unavailable` (the object store keeping files' bytes did not answer).
     Unavailable(ErrorBody) [("retry-after" = String, description = "Seconds to wait: `1`")];
     /// `upstream_timeout`: a whole (non-streamed) answer did not begin within its deadline (the base
     /// headers timeout plus `max_tokens` at the model's speed). Recorded `failed`; stream it instead.

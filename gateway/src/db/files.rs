@@ -149,8 +149,8 @@ pub async fn list(
     .await
 }
 
-/// Deletes the tenant's file `id` (processed or still uploading) with the parts kept here; whether there
-/// was one.
+/// Deletes the tenant's file `id` (processed or still uploading) with the parts kept here, leaving its id
+/// in `file_deletions`; whether there was one.
 ///
 /// # Errors
 /// Database errors.
@@ -170,7 +170,7 @@ pub async fn max_stored_bytes(db: &PgPool, tenant: Uuid, default: i64) -> Result
 }
 
 /// Deletes the files past their expiry and the uploads abandoned for `stale_upload_s` (a gateway that
-/// died mid-upload); their ids, for the storage to forget their bytes.
+/// died mid-upload); their ids, for the storage to forget their bytes (they are in `file_deletions`).
 ///
 /// # Errors
 /// Database errors.
@@ -183,6 +183,30 @@ pub async fn expire(db: &PgPool, stale_upload_s: f64) -> Result<Vec<String>, sql
     )
     .fetch_all(db)
     .await
+}
+
+/// Up to `limit` deleted files whose bytes storage has not forgotten, those deleted longest ago first,
+/// leaving out those deleted in the last `grace_s` (their deleter is forgetting them now).
+///
+/// # Errors
+/// Database errors.
+pub async fn to_forget(db: &PgPool, grace_s: f64, limit: i64) -> Result<Vec<String>, sqlx::Error> {
+    sqlx::query_scalar!(
+        "SELECT file_id FROM file_deletions WHERE deleted_at < now() - make_interval(secs => $1) ORDER BY deleted_at LIMIT $2",
+        grace_s,
+        limit,
+    )
+    .fetch_all(db)
+    .await
+}
+
+/// Storage has forgotten the bytes of files `ids`.
+///
+/// # Errors
+/// Database errors.
+pub async fn forgotten(db: &PgPool, ids: &[String]) -> Result<(), sqlx::Error> {
+    sqlx::query!("DELETE FROM file_deletions WHERE file_id = ANY($1)", ids).execute(db).await?;
+    Ok(())
 }
 
 /// Keeps one part of a file in the database.

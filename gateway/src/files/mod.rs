@@ -8,6 +8,7 @@ pub mod writer;
 
 use axum::body::Bytes;
 use futures::stream::BoxStream;
+use futures::StreamExt as _;
 use uuid::Uuid;
 
 pub use upload::{upload, DEFAULT_EXPIRY_S};
@@ -45,6 +46,10 @@ pub(crate) fn storage_error(e: StorageError) -> ApiError {
     match e {
         StorageError::Database(e) => ApiError::from(e),
         e @ StorageError::MissingPart { .. } => ApiError::Internal(e.to_string()),
+        StorageError::Object(e) => {
+            tracing::error!(error = %e, "file storage failed");
+            ApiError::FileStorageUnavailable
+        }
     }
 }
 
@@ -76,18 +81,20 @@ pub async fn list(state: &AppState, tenant: Uuid, query: &ListQuery) -> Result<P
     Ok(Page { files, has_more })
 }
 
-/// The tenant's file `id` and its bytes, read as they are sent.
+/// The tenant's file `id` and its bytes, read as they are sent. The first bytes are read before this
+/// answers, so a store that does not answer is an error here, not a download cut after its headers.
 ///
 /// # Errors
-/// 404 as [`get`].
+/// 404 as [`get`]; 503 `file_storage_unavailable`.
 pub async fn content(
     state: &AppState,
     tenant: Uuid,
     id: &str,
 ) -> Result<(FileRow, BoxStream<'static, Result<Bytes, StorageError>>), ApiError> {
     let file = get(state, tenant, id).await?;
-    let bytes = state.files.read(&file.id, file.parts);
-    Ok((file, bytes))
+    let mut bytes = state.files.read(&file.id, file.parts);
+    let first = bytes.next().await.transpose().map_err(storage_error)?;
+    Ok((file, futures::stream::iter(first.map(Ok)).chain(bytes).boxed()))
 }
 
 /// Deletes the tenant's file `id` and its bytes.
@@ -102,24 +109,47 @@ pub async fn delete(state: &AppState, tenant: Uuid, id: &str) -> Result<(), ApiE
     Ok(())
 }
 
-/// Deletes file `id` whatever its status (a refused upload's too); whether there was one.
+/// Deletes file `id` whatever its status (a refused upload's too), then its bytes; whether there was one.
+/// Bytes storage cannot forget now (an object store down) are forgotten by a later sweep ([`expire`]):
+/// the file is gone to every reader either way.
 async fn discard(state: &AppState, tenant: Uuid, id: &str) -> Result<bool, ApiError> {
     let deleted = rows::delete(&state.db, tenant, id).await?;
     if deleted {
-        state.files.forget(&[id.to_owned()]).await.map_err(storage_error)?;
+        forget(state, &[id.to_owned()]).await;
     }
     Ok(deleted)
 }
 
+/// Forgets the bytes of deleted files `ids`; what fails stays in `file_deletions` for the next sweep.
+async fn forget(state: &AppState, ids: &[String]) {
+    if ids.is_empty() {
+        return;
+    }
+    let done = match state.files.forget(ids).await {
+        Ok(()) => rows::forgotten(&state.db, ids).await.map_err(StorageError::from),
+        Err(e) => Err(e),
+    };
+    if let Err(e) = done {
+        tracing::warn!(files = ids.len(), error = %e, "deleted files' bytes not forgotten yet; the sweep tries again");
+    }
+}
+
+/// Deleted files the sweep forgets at a time.
+const FORGET_BATCH: i64 = 1000;
+
 /// Deletes the files past their expiry, and uploads abandoned longer than an upload may take (their
-/// gateway died), with their bytes; how many.
+/// gateway died); then forgets the bytes of every deleted file storage still keeps. How many files it
+/// deleted.
 ///
 /// # Errors
-/// Database or storage errors.
+/// Database errors.
 pub async fn expire(state: &AppState) -> Result<usize, ApiError> {
     // An upload still running is younger than its timeout; a minute more covers clocks and the last part.
     let stale_s = state.settings.files.upload_timeout_ms as f64 / 1000.0 + 60.0;
-    let ids = rows::expire(&state.db, stale_s).await?;
-    state.files.forget(&ids).await.map_err(storage_error)?;
-    Ok(ids.len())
+    let expired = rows::expire(&state.db, stale_s).await?;
+    forget(state, &expired).await;
+    // Deletions of the last minute are left to whoever made them.
+    let left = rows::to_forget(&state.db, 60.0, FORGET_BATCH).await?;
+    forget(state, &left).await;
+    Ok(expired.len())
 }

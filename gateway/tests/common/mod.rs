@@ -7,7 +7,9 @@ use std::path::PathBuf;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use runaii_gateway::config::{AdminArgs, BatchArgs, DbArgs, FileArgs, LimitArgs, ResponseStoreArgs, Settings, WorkerArgs};
+use runaii_gateway::config::{
+    AdminArgs, BatchArgs, DbArgs, FileArgs, FileStore, LimitArgs, ResponseStoreArgs, S3Args, Settings, WorkerArgs,
+};
 use runaii_gateway::db::models::ModelChange;
 use runaii_gateway::ops::{self, Actor};
 use runaii_gateway::ratelimit::RedisFailure;
@@ -15,6 +17,7 @@ use runaii_gateway::Application;
 use serde_json::{json, Value};
 use sqlx::PgPool;
 
+use runaii_testkit::s3::S3Server;
 use runaii_testkit::WorkerProcess;
 pub use runaii_testkit::{invoice_request, invoice_schema, worker_bearer, MODEL, WORKER_SECRET};
 
@@ -37,6 +40,44 @@ pub fn worker() -> &'static WorkerProcess {
 
 pub fn start_worker(extra: &[&str]) -> WorkerProcess {
     runaii_testkit::start_worker(&worker_binary(), extra)
+}
+
+/// The S3 server of this test binary (Ceph's radosgw), started on first use; it stops with this process.
+pub fn s3() -> &'static S3Server {
+    static S3: OnceLock<S3Server> = OnceLock::new();
+    S3.get_or_init(S3Server::start)
+}
+
+/// Makes `settings` keep files' bytes in `server`'s bucket, under a prefix of their own; the prefix.
+pub fn store_files_in(settings: &mut Settings, server: &S3Server) -> String {
+    let prefix = format!("test-{}", uuid::Uuid::now_v7().simple());
+    settings.files.store = FileStore::S3 { bucket: server.bucket.clone(), prefix: prefix.clone() };
+    settings.files.s3 = S3Args {
+        endpoint: Some(server.endpoint.clone()),
+        region: None,
+        access_key_id: Some(server.access_key_id.clone()),
+        secret_access_key: Some(server.secret_access_key.as_str().into()),
+    };
+    prefix
+}
+
+/// The names of the objects under `prefix` in `server`'s bucket, sorted: what a gateway kept there.
+pub async fn s3_objects(server: &S3Server, prefix: &str) -> Vec<String> {
+    use futures::TryStreamExt as _;
+    use object_store::ObjectStore as _;
+    let store = object_store::aws::AmazonS3Builder::new()
+        .with_endpoint(&server.endpoint)
+        .with_allow_http(true)
+        .with_region("us-east-1")
+        .with_bucket_name(&server.bucket)
+        .with_access_key_id(&server.access_key_id)
+        .with_secret_access_key(&server.secret_access_key)
+        .build()
+        .unwrap();
+    let prefix = object_store::path::Path::from(prefix);
+    let mut names: Vec<String> = store.list(Some(&prefix)).map_ok(|o| o.location.to_string()).try_collect().await.unwrap();
+    names.sort();
+    names
 }
 
 pub struct TestApp {

@@ -65,6 +65,7 @@ impl Prepared {
             events,
             enqueued: Instant::now(),
             cache_scope: cache_scope.clone(),
+            priority,
             receipt,
         };
         loaded.jobs.push(priority, cache_scope, job).map_err(|_| ApiError::Overloaded)?;

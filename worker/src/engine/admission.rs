@@ -1,11 +1,14 @@
 //! Admission: taking jobs from the queue into free sequences, the next job by the queue's fair rule
 //! (`queue.rs`: the tenant holding the fewest sequences first), each onto the sequence whose KV cache
 //! already holds the longest prefix of its prompt (`prefix.rs`), with the rest of that cache dropped.
+//! Batch jobs never take the last free sequence (unless the engine has only one): an online request that
+//! arrives while a batch fills the engine starts at once.
 
 use std::sync::Arc;
 
 use llama_cpp_2::token::LlamaToken;
 use runaii_wire::cache_scope::CacheScope;
+use runaii_wire::priority::Priority;
 
 use super::prefix::{self, Placement};
 use super::scheduler::Scheduler;
@@ -23,7 +26,9 @@ impl Scheduler<'_> {
                     None => return false,
                 }
             } else {
-                match self.jobs.try_pop(holds) {
+                let batch = self.slots.iter().flatten().filter(|a| a.job.priority == Priority::Batch).count();
+                let lowest = if batch + 1 < self.slots.len() { Priority::Batch } else { Priority::Online };
+                match self.jobs.try_pop(holds, lowest) {
                     Some(job) => job,
                     None => break,
                 }

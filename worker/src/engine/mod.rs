@@ -23,6 +23,7 @@ use std::time::Instant;
 
 use llama_cpp_2::token::LlamaToken;
 use runaii_wire::cache_scope::CacheScope;
+use runaii_wire::priority::Priority;
 use runaii_wire::{FinishReason, Timings, Usage};
 use tokio::sync::mpsc;
 
@@ -45,6 +46,8 @@ pub struct Job {
     pub enqueued: Instant,
     /// Whose cached prefixes this prompt may reuse (`prefix.rs`).
     pub cache_scope: CacheScope,
+    /// Batch jobs give way to online ones (`admission.rs`, `scheduler.rs`).
+    pub priority: Priority,
     /// Where what the request consumed is told once it leaves its sequence (`receipt.rs`).
     pub receipt: Option<receipt::ReceiptWriter>,
 }

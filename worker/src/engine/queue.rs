@@ -3,7 +3,8 @@
 //! Each tenant (the cache scope the gateway sends, `runaii_wire::cache_scope`) has its own lane per
 //! priority class (`runaii_wire::priority`). When a sequence frees, the next job comes from the online lane
 //! whose tenant holds the fewest sequences now, the oldest job first among equals; a batch lane is served
-//! only when no online job waits. So a tenant with many long requests queued does not stand in front of
+//! only when no online job waits, and only when the engine lets batch jobs take a sequence (it keeps one
+//! free for online work, `admission.rs`). So a tenant with many long requests queued does not stand in front of
 //! another tenant's one request: that request takes the next free sequence.
 //!
 //! Why sequences held, and not requests or tokens admitted: every generating sequence gets one token per
@@ -45,12 +46,13 @@ impl<T> Lanes<T> {
         self.len += 1;
     }
 
-    /// The next item: from the highest class that has one, the lane whose tenant `holds` the fewest
-    /// sequences, the oldest among equals.
-    pub(super) fn pop(&mut self, holds: impl Fn(&CacheScope) -> usize) -> Option<T> {
+    /// The next item of a class up to `lowest`: from the highest class that has one, the lane whose
+    /// tenant `holds` the fewest sequences, the oldest among equals.
+    pub(super) fn pop(&mut self, holds: impl Fn(&CacheScope) -> usize, lowest: Priority) -> Option<T> {
         let lane = self
             .lanes
             .iter()
+            .filter(|((priority, _), _)| *priority <= lowest)
             .filter_map(|(lane, items)| items.front().map(|(arrival, _)| (lane, *arrival)))
             .min_by_key(|((priority, scope), arrival)| (*priority, holds(scope), *arrival))
             .map(|(lane, _)| lane.clone())?;
@@ -104,9 +106,9 @@ impl<T> JobQueue<T> {
         Ok(())
     }
 
-    /// The next job by the fair rule (the module comment), if one waits.
-    pub fn try_pop(&self, holds: impl Fn(&CacheScope) -> usize) -> Option<T> {
-        self.lock().lanes.pop(holds)
+    /// The next job of a class up to `lowest` by the fair rule (the module comment), if one waits.
+    pub fn try_pop(&self, holds: impl Fn(&CacheScope) -> usize, lowest: Priority) -> Option<T> {
+        self.lock().lanes.pop(holds, lowest)
     }
 
     /// Waits for a job; `None` once the queue is closed and empty. For the engine thread while it has
@@ -114,7 +116,7 @@ impl<T> JobQueue<T> {
     pub fn pop_blocking(&self, holds: impl Fn(&CacheScope) -> usize) -> Option<T> {
         let mut waiting = self.lock();
         loop {
-            if let Some(item) = waiting.lanes.pop(&holds) {
+            if let Some(item) = waiting.lanes.pop(&holds, Priority::Batch) {
                 return Some(item);
             }
             if waiting.closed {
@@ -169,8 +171,8 @@ mod tests {
         lanes.push(Priority::Online, b.clone(), ("b", 0));
         // A holds every sequence: B's one job is next, though it came last.
         let holds = |s: &CacheScope| if *s == a { 8 } else { 0 };
-        assert_eq!(lanes.pop(holds), Some(("b", 0)));
-        assert_eq!(lanes.pop(holds), Some(("a", 0)), "then A's, in its own order");
+        assert_eq!(lanes.pop(holds, Priority::Batch), Some(("b", 0)));
+        assert_eq!(lanes.pop(holds, Priority::Batch), Some(("a", 0)), "then A's, in its own order");
         assert_eq!(lanes.len(), 31);
     }
 
@@ -185,7 +187,7 @@ mod tests {
         // Sequences held as the scheduler would count them: each admitted job holds one.
         let mut held: HashMap<CacheScope, usize> = HashMap::new();
         let mut order = Vec::new();
-        while let Some(item) = lanes.pop(|s| held.get(s).copied().unwrap_or(0)) {
+        while let Some(item) = lanes.pop(|s| held.get(s).copied().unwrap_or(0), Priority::Batch) {
             let owner = if item.starts_with('a') { a.clone() } else { b.clone() };
             *held.entry(owner).or_default() += 1;
             order.push(item);
@@ -203,10 +205,20 @@ mod tests {
         lanes.push(Priority::Online, b.clone(), "online2");
         // Even with B holding every sequence and A none, online comes first.
         let holds = |s: &CacheScope| if *s == b { 8 } else { 0 };
-        assert_eq!(lanes.pop(holds), Some("online1"));
-        assert_eq!(lanes.pop(holds), Some("online2"));
-        assert_eq!(lanes.pop(holds), Some("batch"));
-        assert_eq!(lanes.pop(holds), None);
+        assert_eq!(lanes.pop(holds, Priority::Batch), Some("online1"));
+        assert_eq!(lanes.pop(holds, Priority::Batch), Some("online2"));
+        assert_eq!(lanes.pop(holds, Priority::Batch), Some("batch"));
+        assert_eq!(lanes.pop(holds, Priority::Batch), None);
+    }
+
+    #[test]
+    fn batch_jobs_wait_while_the_engine_takes_online_work_only() {
+        let mut lanes = Lanes::default();
+        lanes.push(Priority::Batch, scope(1), "batch");
+        assert_eq!(lanes.pop(|_| 0, Priority::Online), None);
+        lanes.push(Priority::Online, scope(2), "online");
+        assert_eq!(lanes.pop(|_| 0, Priority::Online), Some("online"));
+        assert_eq!(lanes.pop(|_| 0, Priority::Batch), Some("batch"));
     }
 
     #[test]

@@ -1,5 +1,7 @@
 //! The decode loop: admit jobs into free sequences (`admission.rs`), build one batch from every active
-//! sequence (generating sequences first, then prompt chunks), decode, sample, repeat.
+//! sequence (generating sequences first, then prompt chunks), decode, sample, repeat. While an online
+//! sequence decodes, batch sequences sit out (`Active::gives_way`): on a CPU a step's time grows with
+//! every sequence in it, and the online answer is the one someone waits for.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -16,6 +18,7 @@ use llama_cpp_2::model::LlamaModel;
 use llama_cpp_2::token::data::LlamaTokenData;
 use llama_cpp_2::token::data_array::LlamaTokenDataArray;
 use llama_cpp_2::token::LlamaToken;
+use runaii_wire::priority::Priority;
 use runaii_wire::FinishReason;
 
 pub(super) struct Scheduler<'m> {
@@ -78,7 +81,9 @@ impl Scheduler<'_> {
     fn step(&mut self) {
         self.batch.clear();
         let mut budget = self.batch_size;
-        let mut order: Vec<usize> = (0..self.slots.len()).filter(|&i| self.slots[i].is_some()).collect();
+        let online = self.slots.iter().flatten().any(|a| a.job.priority == Priority::Online);
+        let mut order: Vec<usize> =
+            (0..self.slots.len()).filter(|&i| self.slots[i].as_ref().is_some_and(|a| !a.gives_way(online))).collect();
         // Generating sequences first: a long prompt must not stall everyone's next token.
         order.sort_by_key(|&i| self.slots[i].as_ref().is_some_and(Active::is_prefilling));
         let mut fed = Vec::new();
@@ -100,6 +105,7 @@ impl Scheduler<'_> {
                 }
             }
             active.in_cache.extend(chunk);
+            active.last_fed = Instant::now();
             active.logits_at = last_chunk.then(|| self.batch.n_tokens() - 1);
             budget -= take;
             fed.push(index);

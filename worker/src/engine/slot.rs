@@ -4,12 +4,16 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use llama_cpp_2::token::LlamaToken;
+use runaii_wire::priority::Priority;
 use runaii_wire::{FinishReason, Timings, Usage};
 
 use super::sampler::Sampler;
 use super::text::TextAssembler;
 use super::{Event, Finished, Job};
 use crate::constraint::ActiveConstraint;
+
+/// The longest a batch sequence sits out while online sequences decode: then it takes one step with them.
+pub(super) const BATCH_MAX_PAUSE: std::time::Duration = std::time::Duration::from_secs(1);
 
 #[derive(Debug)]
 pub(super) struct Active {
@@ -29,6 +33,8 @@ pub(super) struct Active {
     pub text: TextAssembler,
     pub admitted: Instant,
     pub first_sample: Option<Instant>,
+    /// When this sequence was last in a decoded batch.
+    pub last_fed: Instant,
     /// Where this sequence's logits sit in the batch just decoded.
     pub logits_at: Option<i32>,
 }
@@ -51,6 +57,7 @@ impl Active {
             text,
             admitted: Instant::now(),
             first_sample: None,
+            last_fed: Instant::now(),
             logits_at: None,
         }
     }
@@ -66,6 +73,13 @@ impl Active {
 
     pub fn is_prefilling(&self) -> bool {
         self.first_sample.is_none()
+    }
+
+    /// Whether this sequence sits out the next decode: a batch job does while an online one decodes,
+    /// unless it has waited [`BATCH_MAX_PAUSE`] (so heavy online traffic slows a batch, never stalls it
+    /// past its deadline).
+    pub fn gives_way(&self, online_decoding: bool) -> bool {
+        online_decoding && self.job.priority == Priority::Batch && self.last_fed.elapsed() < BATCH_MAX_PAUSE
     }
 
     pub fn send(&self, event: Event) {

@@ -1,0 +1,166 @@
+"""The Batch API benchmark's driver (scripts/bench-batch.sh starts the stack and calls it).
+
+Three phases against one gateway and one worker, every request an invoice extraction (json_schema):
+
+  best     BENCH_CLIENTS (8) clients send the batch's own lines online, back to back, for BENCH_SECONDS:
+           the worker's best aggregate completion tokens/s (no batch running);
+  alone    one client sends BENCH_PROBES online invoice requests, one after another: their p50 latency;
+  batch    a BENCH_LINES-line batch through /v1/files and /v1/batches, while one client sends the same
+           online probes (one every BENCH_PROBE_GAP_S): the batch's completion tokens/s (its lines'
+           usage ÷ in_progress_at to completed_at) and the probes' p50 latency beside it.
+
+Prints a JSON report; stdlib only.
+"""
+
+import json
+import os
+import statistics
+import sys
+import threading
+import time
+import urllib.request
+import uuid
+
+BASE = os.environ["BENCH_GATEWAY"]
+KEY = os.environ["BENCH_KEY"]
+MODEL = "smollm2-135m-instruct"
+CLIENTS = int(os.environ.get("BENCH_CLIENTS", "8"))
+SECONDS = float(os.environ.get("BENCH_SECONDS", "90"))
+PROBES = int(os.environ.get("BENCH_PROBES", "20"))
+LINES = int(os.environ.get("BENCH_LINES", "2000"))
+PROBE_GAP_S = float(os.environ.get("BENCH_PROBE_GAP_S", "2"))
+
+SCHEMA = {
+    "type": "object",
+    "properties": {
+        "invoice_number": {"type": "string"},
+        "due_date": {"type": "string"},
+        "total": {"type": "number"},
+        "currency": {"type": "string"},
+    },
+    "required": ["invoice_number", "due_date", "total", "currency"],
+    "additionalProperties": False,
+}
+CURRENCIES = ["USD", "EUR", "GBP", "JPY", "CHF"]
+
+
+def invoice(i):
+    text = f"Invoice #A-{1000 + i}, due 2026-{1 + i % 12:02d}-{1 + i % 28:02d}, total {100 + (i * 37) % 900}.{i % 100:02d} {CURRENCIES[i % 5]}."
+    return {
+        "model": MODEL,
+        "messages": [{"role": "system", "content": "Extract the invoice fields."}, {"role": "user", "content": text}],
+        "temperature": 0,
+        "max_tokens": 80,
+        "response_format": {"type": "json_schema", "json_schema": {"name": "invoice", "strict": True, "schema": SCHEMA}},
+    }
+
+
+def call(method, path, body=None, content_type="application/json"):
+    data = body if isinstance(body, (bytes, type(None))) else json.dumps(body).encode()
+    request = urllib.request.Request(BASE + path, data=data, method=method)
+    request.add_header("authorization", f"Bearer {KEY}")
+    if data is not None:
+        request.add_header("content-type", content_type)
+    with urllib.request.urlopen(request, timeout=600) as response:
+        return response.read()
+
+
+def chat(i):
+    """One online invoice request: (seconds, completion tokens)."""
+    started = time.monotonic()
+    answer = json.loads(call("POST", "/v1/chat/completions", invoice(i)))
+    return time.monotonic() - started, answer["usage"]["completion_tokens"]
+
+
+def best():
+    tokens = [0] * CLIENTS
+    latencies = []
+    deadline = time.monotonic() + SECONDS
+
+    def client(c):
+        i = c
+        while time.monotonic() < deadline:
+            seconds, n = chat(i)
+            tokens[c] += n
+            latencies.append(seconds)
+            i += CLIENTS
+
+    started = time.monotonic()
+    threads = [threading.Thread(target=client, args=(c,)) for c in range(CLIENTS)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    elapsed = time.monotonic() - started
+    return {"clients": CLIENTS, "seconds": round(elapsed, 1), "answers": len(latencies), "completion_tokens": sum(tokens),
+            "tokens_per_s": round(sum(tokens) / elapsed, 1), "s_per_answer_p50": round(statistics.median(latencies), 3)}
+
+
+def probes(count, gap_s, stop=None):
+    latencies = []
+    for i in range(count if stop is None else 10**9):
+        if stop is not None and stop.is_set():
+            break
+        seconds, _ = chat(50_000 + i)
+        latencies.append(seconds)
+        time.sleep(gap_s)
+    return latencies
+
+
+def upload(lines):
+    boundary = uuid.uuid4().hex
+    content = "".join(json.dumps({"custom_id": f"line-{i}", "method": "POST", "url": "/v1/chat/completions", "body": invoice(i)}) + "\n"
+                      for i in range(lines)).encode()
+    form = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"purpose\"\r\n\r\nbatch\r\n"
+            f"--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"invoices.jsonl\"\r\n"
+            f"Content-Type: application/jsonl\r\n\r\n").encode() + content + f"\r\n--{boundary}--\r\n".encode()
+    return json.loads(call("POST", "/v1/files", form, f"multipart/form-data; boundary={boundary}"))["id"]
+
+
+def batch():
+    file_id = upload(LINES)
+    created = json.loads(call("POST", "/v1/batches", {"input_file_id": file_id, "endpoint": "/v1/chat/completions", "completion_window": "24h"}))
+    stop = threading.Event()
+    probe_latencies = []
+    # Probes begin once the batch runs and fills the worker.
+    while json.loads(call("GET", f"/v1/batches/{created['id']}"))["status"] == "validating":
+        time.sleep(0.5)
+    time.sleep(5)
+    prober = threading.Thread(target=lambda: probe_latencies.extend(probes(0, PROBE_GAP_S, stop)))
+    prober.start()
+    while True:
+        state = json.loads(call("GET", f"/v1/batches/{created['id']}"))
+        if state["status"] in ("completed", "failed", "expired", "cancelled"):
+            break
+        time.sleep(2)
+    stop.set()
+    prober.join()
+    output = call("GET", f"/v1/files/{state['output_file_id']}/content").decode().splitlines() if state.get("output_file_id") else []
+    tokens = sum(json.loads(line)["response"]["body"]["usage"]["completion_tokens"] for line in output)
+    elapsed = state["completed_at"] - state["in_progress_at"]
+    return {"status": state["status"], "request_counts": state["request_counts"], "seconds": elapsed, "completion_tokens": tokens,
+            "tokens_per_s": round(tokens / max(elapsed, 1), 1), "cost": state.get("usage", {}).get("cost"),
+            "probes": len(probe_latencies), "probe_s_p50": round(statistics.median(probe_latencies), 3) if probe_latencies else None}
+
+
+def main():
+    report = {}
+    phases = os.environ.get("BENCH_PHASES", "best alone batch").split()
+    if "best" in phases:
+        report["best"] = best()
+        print(json.dumps({"best": report["best"]}), file=sys.stderr)
+    if "alone" in phases:
+        latencies = probes(PROBES, 0.2)
+        report["alone"] = {"probes": len(latencies), "probe_s_p50": round(statistics.median(latencies), 3)}
+        print(json.dumps({"alone": report["alone"]}), file=sys.stderr)
+    if "batch" in phases:
+        report["batch"] = batch()
+    if {"best", "alone", "batch"} <= set(report):
+        report["batch_share_of_best"] = round(report["batch"]["tokens_per_s"] / report["best"]["tokens_per_s"], 3)
+        if report["batch"]["probe_s_p50"]:
+            report["online_p50_ratio"] = round(report["batch"]["probe_s_p50"] / report["alone"]["probe_s_p50"], 2)
+    print(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()
