@@ -11,7 +11,9 @@
 # (runaii_bench_batch, recreated) and Redis database (10). Results (report.json, logs) go to
 # .data/bench-batch/<timestamp>/. Knobs: BENCH_PROFILE (debug, the build scripts/test.sh makes, or
 # release), BENCH_LINES (2000), BENCH_SECONDS (90, the best phase), BENCH_PROBES (20),
-# BENCH_PROBE_GAP_S (5), BENCH_THREADS (2).
+# BENCH_PROBE_GAP_S (5), BENCH_BESIDE (1; 0: no online request beside the batch), BENCH_PHASES
+# ("best alone batch"), BENCH_THREADS (2). Each phase reports the cores the worker, the gateway and
+# Postgres used.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 cd "$root"
@@ -85,5 +87,6 @@ until curl -sf -H "authorization: Bearer $(cat "$out/api-key")" "http://127.0.0.
 done
 
 say "worker: $threads threads, 8 sequences; results in $out"
-BENCH_GATEWAY="http://127.0.0.1:$gateway_port" BENCH_KEY="$(cat "$out/api-key")" python3 scripts/bench_batch.py >"$out/report.json"
+BENCH_GATEWAY="http://127.0.0.1:$gateway_port" BENCH_KEY="$(cat "$out/api-key")" BENCH_PIDS="worker:$worker_pid gateway:$gateway_pid" \
+  python3 scripts/bench_batch.py >"$out/report.json"
 cat "$out/env.txt" "$out/report.json"

@@ -2,7 +2,8 @@
 
 Three phases against one gateway and one worker, every request an invoice extraction (json_schema):
 
-  best     BENCH_CLIENTS (8) clients send the batch's own lines online, back to back, for BENCH_SECONDS:
+  best     BENCH_CLIENTS (8) clients send the batch's own lines (taken from all over it) online, back to
+           back, for BENCH_SECONDS:
            the worker's best aggregate completion tokens/s (no batch running);
   alone    one client sends BENCH_PROBES online invoice requests, one after another: their p50 latency;
   batch    a BENCH_LINES-line batch through /v1/files and /v1/batches, while one client sends the same
@@ -29,6 +30,37 @@ SECONDS = float(os.environ.get("BENCH_SECONDS", "90"))
 PROBES = int(os.environ.get("BENCH_PROBES", "20"))
 LINES = int(os.environ.get("BENCH_LINES", "2000"))
 PROBE_GAP_S = float(os.environ.get("BENCH_PROBE_GAP_S", "5"))
+# "0": the batch runs with no online request beside it.
+BESIDE = os.environ.get("BENCH_BESIDE", "1") != "0"
+# "name:pid ..." of the processes whose CPU time each phase reports (the worker, the gateway).
+PIDS = [tuple(item.split(":")) for item in os.environ.get("BENCH_PIDS", "").split()]
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds():
+    """CPU seconds so far of each process in BENCH_PIDS, and of every Postgres process together."""
+    def of(pid):
+        try:
+            fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+            return (int(fields[11]) + int(fields[12])) / TICKS
+        except OSError:
+            return 0.0
+    seconds = {name: of(pid) for name, pid in PIDS}
+    seconds["postgres"] = sum(of(pid) for pid in os.listdir("/proc") if pid.isdigit() and _comm(pid) == "postgres")
+    return seconds
+
+
+def _comm(pid):
+    try:
+        return open(f"/proc/{pid}/comm").read().strip()
+    except OSError:
+        return ""
+
+
+def cpu_since(before, elapsed):
+    """Each process's share of one core over the phase."""
+    now = cpu_seconds()
+    return {name: round((now[name] - before.get(name, 0.0)) / max(elapsed, 1e-9), 2) for name in now}
 
 SCHEMA = {
     "type": "object",
@@ -78,14 +110,15 @@ def best():
     deadline = time.monotonic() + SECONDS
 
     def client(c):
-        i = c
+        # Lines from all over the batch's range: their answers are as long, on average, as the batch's.
+        k = c
         while time.monotonic() < deadline:
-            seconds, n = chat(i)
+            seconds, n = chat(k * 769 % LINES)
             tokens[c] += n
             latencies.append(seconds)
-            i += CLIENTS
+            k += CLIENTS
 
-    started = time.monotonic()
+    started, cpu = time.monotonic(), cpu_seconds()
     threads = [threading.Thread(target=client, args=(c,)) for c in range(CLIENTS)]
     for t in threads:
         t.start()
@@ -93,7 +126,8 @@ def best():
         t.join()
     elapsed = time.monotonic() - started
     return {"clients": CLIENTS, "seconds": round(elapsed, 1), "answers": len(latencies), "completion_tokens": sum(tokens),
-            "tokens_per_s": round(sum(tokens) / elapsed, 1), "s_per_answer_p50": round(statistics.median(latencies), 3)}
+            "tokens_per_s": round(sum(tokens) / elapsed, 1), "s_per_answer_p50": round(statistics.median(latencies), 3),
+            "cores_used": cpu_since(cpu, elapsed)}
 
 
 def probes(count, gap_s, stop=None):
@@ -127,14 +161,18 @@ def batch():
         time.sleep(0.5)
     time.sleep(5)
     prober = threading.Thread(target=lambda: probed.extend(probes(0, PROBE_GAP_S, stop)))
-    prober.start()
+    if BESIDE:
+        prober.start()
+    started, cpu = time.monotonic(), cpu_seconds()
     while True:
         state = json.loads(call("GET", f"/v1/batches/{created['id']}"))
         if state["status"] in ("completed", "failed", "expired", "cancelled"):
             break
         time.sleep(2)
     stop.set()
-    prober.join()
+    cores = cpu_since(cpu, time.monotonic() - started)
+    if BESIDE:
+        prober.join()
     output = call("GET", f"/v1/files/{state['output_file_id']}/content").decode().splitlines() if state.get("output_file_id") else []
     tokens = sum(json.loads(line)["response"]["body"]["usage"]["completion_tokens"] for line in output)
     elapsed = state["completed_at"] - state["in_progress_at"]
@@ -143,7 +181,7 @@ def batch():
             "tokens_per_s": round(tokens / max(elapsed, 1), 1), "s_per_line": round(elapsed / max(LINES, 1), 3),
             "cost": state.get("usage", {}).get("cost"),
             "probes": len(probed), "probe_s_p50": round(statistics.median(s for s, _ in probed), 3) if probed else None,
-            "with_probes_tokens_per_s": round((tokens + probe_tokens) / max(elapsed, 1), 1)}
+            "with_probes_tokens_per_s": round((tokens + probe_tokens) / max(elapsed, 1), 1), "cores_used": cores}
 
 
 def main():
@@ -158,10 +196,11 @@ def main():
         print(json.dumps({"alone": report["alone"]}), file=sys.stderr)
     if "batch" in phases:
         report["batch"] = batch()
-    if {"best", "alone", "batch"} <= set(report):
+    if {"best", "batch"} <= set(report):
         report["batch_share_of_best"] = round(report["batch"]["tokens_per_s"] / report["best"]["tokens_per_s"], 3)
-        if report["batch"]["probe_s_p50"]:
-            report["online_p50_ratio"] = round(report["batch"]["probe_s_p50"] / report["alone"]["probe_s_p50"], 2)
+        report["with_probes_share_of_best"] = round(report["batch"]["with_probes_tokens_per_s"] / report["best"]["tokens_per_s"], 3)
+    if {"alone", "batch"} <= set(report) and report["batch"]["probe_s_p50"]:
+        report["online_p50_ratio"] = round(report["batch"]["probe_s_p50"] / report["alone"]["probe_s_p50"], 2)
     print(json.dumps(report, indent=2))
 
 
