@@ -13,7 +13,7 @@
 # release), BENCH_LINES (2000), BENCH_SECONDS (90, the best phase), BENCH_PROBES (20),
 # BENCH_PROBE_GAP_S (5), BENCH_BESIDE (1; 0: no online request beside the batch), BENCH_PHASES
 # ("best alone batch"), BENCH_THREADS (2). Each phase reports the cores the worker, the gateway and
-# Postgres used.
+# Postgres used, and from the worker's /metrics how busy its sequences were and on how many threads.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 cd "$root"
@@ -88,5 +88,6 @@ done
 
 say "worker: $threads threads, 8 sequences; results in $out"
 BENCH_GATEWAY="http://127.0.0.1:$gateway_port" BENCH_KEY="$(cat "$out/api-key")" BENCH_PIDS="worker:$worker_pid gateway:$gateway_pid" \
+  BENCH_WORKER="http://127.0.0.1:$worker_port" \
   python3 scripts/bench_batch.py >"$out/report.json"
 cat "$out/env.txt" "$out/report.json"

@@ -62,6 +62,62 @@ def cpu_since(before, elapsed):
     now = cpu_seconds()
     return {name: round((now[name] - before.get(name, 0.0)) / max(elapsed, 1e-9), 2) for name in now}
 
+# The worker's own address, for its /metrics (how busy its sequences were, on how many threads).
+WORKER = os.environ.get("BENCH_WORKER")
+COUNTERS = ("decode_steps_total", "decode_microseconds_total", "prompt_tokens_total", "prompt_cached_tokens_total",
+            "completion_tokens_total", "decode_thread_switches_total")
+GAUGES = ("slots_busy", "queue_depth", "decode_threads")
+
+
+def worker_metrics():
+    """The worker's counters and gauges named above, by their names without the prefix."""
+    if not WORKER:
+        return {}
+    with urllib.request.urlopen(WORKER + "/metrics", timeout=10) as response:
+        text = response.read().decode()
+    found = {}
+    for line in text.splitlines():
+        if line.startswith("runaii_worker_") and " " in line:
+            name, value = line.split()[:2]
+            name = name[len("runaii_worker_"):]
+            if name in COUNTERS or name in GAUGES:
+                found[name] = float(value)
+    return found
+
+
+class Watch:
+    """Samples the worker's gauges every half second over a phase; `done()` reports them with the
+    counters' growth: mean sequences busy, mean queue, share of the time on one thread, decode steps."""
+
+    def __init__(self):
+        self.first, self.samples, self.stop = worker_metrics(), [], threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self):
+        while not self.stop.wait(0.5):
+            try:
+                self.samples.append(worker_metrics())
+            except OSError:
+                pass
+
+    def done(self):
+        self.stop.set()
+        self.thread.join()
+        last = worker_metrics()
+        if not last or not self.samples:
+            return {}
+        grew = {name: last.get(name, 0) - self.first.get(name, 0) for name in COUNTERS}
+        mean = lambda name: round(statistics.mean(s.get(name, 0) for s in self.samples), 2)
+        steps = max(grew["decode_steps_total"], 1)
+        return {"slots_busy_mean": mean("slots_busy"), "queue_depth_mean": mean("queue_depth"),
+                "one_thread_share": round(sum(1 for s in self.samples if s.get("decode_threads") == 1) / len(self.samples), 3),
+                "thread_switches": int(grew["decode_thread_switches_total"]), "decode_steps": int(steps),
+                "decode_ms_per_step": round(grew["decode_microseconds_total"] / steps / 1000, 2),
+                "completion_tokens_per_step": round(grew["completion_tokens_total"] / steps, 2),
+                "prompt_tokens": int(grew["prompt_tokens_total"]), "prompt_cached_tokens": int(grew["prompt_cached_tokens_total"])}
+
+
 SCHEMA = {
     "type": "object",
     "properties": {
@@ -118,7 +174,7 @@ def best():
             latencies.append(seconds)
             k += CLIENTS
 
-    started, cpu = time.monotonic(), cpu_seconds()
+    started, cpu, watch = time.monotonic(), cpu_seconds(), Watch()
     threads = [threading.Thread(target=client, args=(c,)) for c in range(CLIENTS)]
     for t in threads:
         t.start()
@@ -127,7 +183,7 @@ def best():
     elapsed = time.monotonic() - started
     return {"clients": CLIENTS, "seconds": round(elapsed, 1), "answers": len(latencies), "completion_tokens": sum(tokens),
             "tokens_per_s": round(sum(tokens) / elapsed, 1), "s_per_answer_p50": round(statistics.median(latencies), 3),
-            "cores_used": cpu_since(cpu, elapsed)}
+            "cores_used": cpu_since(cpu, elapsed), "worker": watch.done()}
 
 
 def probes(count, gap_s, stop=None):
@@ -163,14 +219,14 @@ def batch():
     prober = threading.Thread(target=lambda: probed.extend(probes(0, PROBE_GAP_S, stop)))
     if BESIDE:
         prober.start()
-    started, cpu = time.monotonic(), cpu_seconds()
+    started, cpu, watch = time.monotonic(), cpu_seconds(), Watch()
     while True:
         state = json.loads(call("GET", f"/v1/batches/{created['id']}"))
         if state["status"] in ("completed", "failed", "expired", "cancelled"):
             break
         time.sleep(2)
     stop.set()
-    cores = cpu_since(cpu, time.monotonic() - started)
+    cores, worker = cpu_since(cpu, time.monotonic() - started), watch.done()
     if BESIDE:
         prober.join()
     output = call("GET", f"/v1/files/{state['output_file_id']}/content").decode().splitlines() if state.get("output_file_id") else []
@@ -181,7 +237,7 @@ def batch():
             "tokens_per_s": round(tokens / max(elapsed, 1), 1), "s_per_line": round(elapsed / max(LINES, 1), 3),
             "cost": state.get("usage", {}).get("cost"),
             "probes": len(probed), "probe_s_p50": round(statistics.median(s for s, _ in probed), 3) if probed else None,
-            "with_probes_tokens_per_s": round((tokens + probe_tokens) / max(elapsed, 1), 1), "cores_used": cores}
+            "with_probes_tokens_per_s": round((tokens + probe_tokens) / max(elapsed, 1), 1), "cores_used": cores, "worker": worker}
 
 
 def main():
