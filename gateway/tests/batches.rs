@@ -414,4 +414,21 @@ async fn tenants_take_turns_whatever_number_of_batches_each_has() {
     let first_eight: Vec<bool> = order.iter().take(8).map(|b| b == "batch_b1").collect();
     assert_eq!(first_eight.iter().filter(|t| **t).count(), 4, "{order:?}");
     assert!(first_eight.windows(2).all(|w| w[0] != w[1]), "the tenants alternate: {order:?}");
+
+    // The list pages through my three, newest first (same moment: by id), each with its counts.
+    let (status, page) = call(&app, &app.key, reqwest::Method::GET, "/v1/batches?limit=2", None).await;
+    assert_eq!(status, 200, "{page}");
+    let ids: Vec<&str> = page["data"].as_array().unwrap().iter().map(|b| b["id"].as_str().unwrap()).collect();
+    assert_eq!((ids.as_slice(), &page["has_more"]), (["batch_a3", "batch_a2"].as_slice(), &json!(true)), "{page}");
+    assert!(
+        page["data"].as_array().unwrap().iter().all(|b| b["request_counts"] == json!({"total": 4, "completed": 4, "failed": 0})),
+        "{page}"
+    );
+    let (_, rest) = call(&app, &app.key, reqwest::Method::GET, "/v1/batches?limit=2&after=batch_a2", None).await;
+    assert_eq!(
+        (&rest["data"][0]["id"], rest["data"].as_array().unwrap().len(), &rest["has_more"]),
+        (&json!("batch_a1"), 1, &json!(false)),
+        "{rest}"
+    );
+    assert_eq!(rest["data"][0]["request_counts"]["completed"], 4, "{rest}");
 }

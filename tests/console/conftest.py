@@ -127,6 +127,12 @@ class Console:
         """No page-wide horizontal scrolling (wide tables scroll inside their own box)."""
         return self.page.evaluate("document.documentElement.scrollWidth <= window.innerWidth + 1")
 
+    def shows_whole(self, selector: str) -> bool:
+        """The table `selector` needs no scrolling of its own box in this window."""
+        return self.page.evaluate(
+            "(s) => { const box = document.querySelector(s).closest('.table-scroll'); return box.scrollWidth <= box.clientWidth + 1; }", selector
+        )
+
     def widest(self) -> list[str]:
         """The elements that stick out of the viewport, for a failure's message."""
         return self.page.evaluate(

@@ -86,16 +86,20 @@ def test_ops_changes_a_price_behind_a_confirmation_and_v1_models_shows_it(open_c
     nav = console.text("nav.sections")
     assert "Catalog" in nav and "Workers" in nav and "Cost records" not in nav, nav
     console.shot("catalog")
+    # At 1280 pixels the whole catalog shows, its Edit buttons included, without scrolling sideways.
+    assert console.shows_whole("#catalog"), console.page.evaluate("document.querySelector('.table-scroll').scrollWidth")
 
     with console.page.expect_navigation():
         console.page.locator(f"tr[data-model='{stack.model}'] a.button").click()
     console.page.fill("#input_price", "0.125")
     console.page.fill("#cached_input_price", "0.03125")
     console.page.fill("#output_price", "0.375")
+    console.page.fill("#batch_price_ratio", "0.4")
     with console.page.expect_navigation():
         console.page.click("#edit-model button[type=submit]")
     review = console.text("#review")
     assert "0.125" in review and "0.03125" in review and "0.375" in review, review
+    assert "Batch price" in review and "0.5 ×" in review and "0.4 ×" in review, review
     # Nothing is written before the confirmation.
     assert stack.get_json(f"/v1/models/{stack.model}")["pricing"]["input_per_million_tokens"] == "0.1"
     console.shot("price-review")
@@ -104,6 +108,7 @@ def test_ops_changes_a_price_behind_a_confirmation_and_v1_models_shows_it(open_c
     assert "Saved the changes" in console.text("main")
     assert console.text(f"tr[data-model='{stack.model}'] td.price-in") == "0.125"
     assert console.text(f"tr[data-model='{stack.model}'] td.price-cached") == "0.03125"
+    assert console.text(f"tr[data-model='{stack.model}'] td.batch-ratio") == "0.4 ×"
     pricing = stack.get_json("/v1/models")["data"][0]["pricing"]
     assert (pricing["input_per_million_tokens"], pricing["output_per_million_tokens"]) == ("0.125", "0.375")
     assert pricing["cached_input_per_million_tokens"] == "0.03125"

@@ -15,7 +15,7 @@ use serde_json::{Map, Value};
 use uuid::Uuid;
 
 use crate::auth::Caller;
-use crate::db::batches::{self as rows, BatchRow, NewBatch};
+use crate::db::batches::{self as rows, BatchRow, NewBatch, Pick};
 use crate::error::ApiError;
 use crate::files::batch_input::ENDPOINTS;
 use crate::state::AppState;
@@ -120,12 +120,10 @@ pub async fn list(state: &AppState, tenant: Uuid, after: Option<&str>, limit: i6
         ),
         None => None,
     };
-    let ids = rows::page(&state.db, tenant, after.as_ref().map(|b| (b.created_at, b.id.as_str())), limit.saturating_add(1)).await?;
-    let has_more = ids.len() as i64 > limit;
-    let mut batches = Vec::new();
-    for id in ids.iter().take(usize::try_from(limit).unwrap_or(usize::MAX)) {
-        batches.push(get(state, tenant, id).await?);
-    }
+    let after = after.as_ref().map(|b| (b.created_at, b.id.as_str()));
+    let mut batches = rows::select(&state.db, Pick::Page { tenant, after, limit: limit.saturating_add(1) }).await?;
+    let has_more = batches.len() as i64 > limit;
+    batches.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
     Ok((batches, has_more))
 }
 

@@ -72,44 +72,60 @@ pub async fn insert(db: &PgPool, new: &NewBatch<'_>) -> Result<(), sqlx::Error> 
     Ok(())
 }
 
-/// The tenant's batch `id` (any tenant's with `tenant` `None`: the runner's).
+/// Which batches [`select`] reads.
+#[derive(Debug, Clone, Copy)]
+pub enum Pick<'a> {
+    /// Batch `id`, the tenant's (any tenant's with `tenant` `None`: the runner's).
+    One { tenant: Option<Uuid>, id: &'a str },
+    /// Up to `limit` of the tenant's batches, newest first, after the batch `after` when given.
+    Page { tenant: Uuid, after: Option<(DateTime<Utc>, &'a str)>, limit: i64 },
+}
+
+/// The batch `id` of `tenant` (any tenant's with `tenant` `None`: the runner's).
 ///
 /// # Errors
 /// Database errors.
 pub async fn get(db: &PgPool, tenant: Option<Uuid>, id: &str) -> Result<Option<BatchRow>, sqlx::Error> {
-    sqlx::query_as!(
-        BatchRow,
-        r#"SELECT b.id, b.tenant_id, b.api_key_id, b.endpoint, b.input_file_id, b.completion_window, b.metadata, b.status,
-                  b.errors, b.output_file_id, b.error_file_id, b.created_at, b.expires_at, b.in_progress_at, b.finalizing_at,
-                  b.completed_at, b.failed_at, b.expired_at, b.cancelling_at, b.cancelled_at,
-                  count(l.line) AS "total!",
-                  count(l.line) FILTER (WHERE l.state = 'succeeded') AS "completed!",
-                  count(l.line) FILTER (WHERE l.state = 'failed') AS "failed!",
-                  COALESCE(sum(c.input_tokens), 0)::int8 AS "input_tokens!",
-                  COALESCE(sum(c.cached_tokens), 0)::int8 AS "cached_tokens!",
-                  COALESCE(sum(c.output_tokens), 0)::int8 AS "output_tokens!",
-                  COALESCE(sum(c.cost), 0) AS "cost!"
-           FROM batches b
-           LEFT JOIN batch_lines l ON l.batch_id = b.id
-           LEFT JOIN cost_records c ON c.request_id = l.request_id
-           WHERE b.id = $1 AND ($2::uuid IS NULL OR b.tenant_id = $2)
-           GROUP BY b.id"#,
-        id,
-        tenant,
-    )
-    .fetch_optional(db)
-    .await
+    Ok(select(db, Pick::One { tenant, id }).await?.pop())
 }
 
-/// Ids of a page of the tenant's batches, newest first, after the batch `after` when given.
+/// The batches `pick` names, newest first, each with its lines counted and its cost summed: one statement
+/// for the whole page.
 ///
 /// # Errors
 /// Database errors.
-pub async fn page(db: &PgPool, tenant: Uuid, after: Option<(DateTime<Utc>, &str)>, limit: i64) -> Result<Vec<String>, sqlx::Error> {
+pub async fn select(db: &PgPool, pick: Pick<'_>) -> Result<Vec<BatchRow>, sqlx::Error> {
+    let (id, tenant, after, limit) = match pick {
+        Pick::One { tenant, id } => (Some(id), tenant, None, 1),
+        Pick::Page { tenant, after, limit } => (None, Some(tenant), after, limit),
+    };
     let (after_at, after_id) = after.unzip();
-    sqlx::query_scalar!(
-        "SELECT id FROM batches WHERE tenant_id = $1 AND ($2::timestamptz IS NULL OR (created_at, id) < ($2, $3::text))
-         ORDER BY created_at DESC, id DESC LIMIT $4",
+    sqlx::query_as!(
+        BatchRow,
+        r#"WITH chosen AS (
+               SELECT * FROM batches
+               WHERE ($1::text IS NULL OR id = $1) AND ($2::uuid IS NULL OR tenant_id = $2)
+                 AND ($3::timestamptz IS NULL OR (created_at, id) < ($3, $4::text))
+               ORDER BY created_at DESC, id DESC LIMIT $5)
+           SELECT b.id, b.tenant_id, b.api_key_id, b.endpoint, b.input_file_id, b.completion_window, b.metadata, b.status,
+                  b.errors, b.output_file_id, b.error_file_id, b.created_at, b.expires_at, b.in_progress_at, b.finalizing_at,
+                  b.completed_at, b.failed_at, b.expired_at, b.cancelling_at, b.cancelled_at,
+                  n.total AS "total!", n.completed AS "completed!", n.failed AS "failed!",
+                  n.input_tokens AS "input_tokens!", n.cached_tokens AS "cached_tokens!",
+                  n.output_tokens AS "output_tokens!", n.cost AS "cost!"
+           FROM chosen b
+           CROSS JOIN LATERAL (
+               SELECT count(l.line) AS total,
+                      count(l.line) FILTER (WHERE l.state = 'succeeded') AS completed,
+                      count(l.line) FILTER (WHERE l.state = 'failed') AS failed,
+                      COALESCE(sum(c.input_tokens), 0)::int8 AS input_tokens,
+                      COALESCE(sum(c.cached_tokens), 0)::int8 AS cached_tokens,
+                      COALESCE(sum(c.output_tokens), 0)::int8 AS output_tokens,
+                      COALESCE(sum(c.cost), 0) AS cost
+               FROM batch_lines l LEFT JOIN cost_records c ON c.request_id = l.request_id
+               WHERE l.batch_id = b.id) n
+           ORDER BY b.created_at DESC, b.id DESC"#,
+        id,
         tenant,
         after_at,
         after_id,

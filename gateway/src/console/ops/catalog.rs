@@ -28,6 +28,7 @@ struct Entry {
     input_price_per_mtok: Decimal,
     cached_input_price_per_mtok: Decimal,
     output_price_per_mtok: Decimal,
+    batch_price_ratio: Decimal,
     supports_structured_outputs: bool,
     supports_tools: bool,
     schema_in_prompt: bool,
@@ -60,7 +61,7 @@ pub(super) async fn list(State(console): State<Console>, signed: SignedIn, Query
                 table.responsive #catalog {
                     thead {
                         tr {
-                            th { "Model" } th.num { "Input" } th.num { "Cached input" } th.num { "Output" } th.num { "Context" }
+                            th { "Model" } th.num { "Input" } th.num { "Cached input" } th.num { "Output" } th.num { "Batch" } th.num { "Context" }
                             th { "Enabled" } th { "Public" } th { "Capabilities" } th { "Ready" } th { "Workers" } th {}
                         }
                     }
@@ -71,12 +72,13 @@ pub(super) async fn list(State(console): State<Console>, signed: SignedIn, Query
                                 td.num.price-in data-label="Input" { (money(e.input_price_per_mtok)) }
                                 td.num.price-cached data-label="Cached input" { (money(e.cached_input_price_per_mtok)) }
                                 td.num.price-out data-label="Output" { (money(e.output_price_per_mtok)) }
+                                td.num.batch-ratio data-label="Batch" { (ratio(e.batch_price_ratio)) }
                                 td.num data-label="Context" { (e.context_length) }
                                 td data-label="Enabled" { (yes_no(e.enabled)) }
                                 td data-label="Public" { (yes_no(e.public)) }
-                                td data-label="Capabilities" { (capabilities(e)) }
+                                td.wrap data-label="Capabilities" { (capabilities(e)) }
                                 td data-label="Ready" { @if e.is_ready { span.status.succeeded { "ready" } } @else { span.status.failed { "not ready" } } }
-                                td data-label="Workers" { @for w in &e.workers { code { (w) } br; } }
+                                td.wrap data-label="Workers" { @for w in &e.workers { code { (w) } br; } }
                                 td data-label="" { a.button href=(format!("/console/ops/models/edit{}", query(&[("id", Some(&e.id))]))) { "Edit" } }
                             }
                         }
@@ -87,6 +89,11 @@ pub(super) async fn list(State(console): State<Console>, signed: SignedIn, Query
     }
     .await;
     layout::page_or_error(&signed, Section::Catalog, "Catalog", body)
+}
+
+/// A batch price ratio as the catalog shows it: "0.5 ×".
+fn ratio(r: Decimal) -> String {
+    format!("{} ×", r.normalize())
 }
 
 fn yes_no(b: bool) -> &'static str {
@@ -130,6 +137,8 @@ pub(super) struct EditForm {
     cached_input_price: String,
     #[serde(default)]
     output_price: String,
+    #[serde(default)]
+    batch_price_ratio: String,
     enabled: Option<String>,
     public: Option<String>,
     structured: Option<String>,
@@ -151,6 +160,7 @@ impl EditForm {
             input_price: money(e.input_price_per_mtok),
             cached_input_price: money(e.cached_input_price_per_mtok),
             output_price: money(e.output_price_per_mtok),
+            batch_price_ratio: e.batch_price_ratio.normalize().to_string(),
             enabled: flag(e.enabled),
             public: flag(e.public),
             structured: flag(e.supports_structured_outputs),
@@ -190,6 +200,8 @@ fn edit_form(signed: &SignedIn, f: &EditForm, error: Option<&ConsoleError>) -> M
             input #cached_input_price type="text" inputmode="decimal" name="cached_input_price" value=(f.cached_input_price) required;
             label for="output_price" { "Output price (USD per million tokens)" }
             input #output_price type="text" inputmode="decimal" name="output_price" value=(f.output_price) required;
+            label for="batch_price_ratio" { "Batch price (a batch line pays every price above times this ratio: above 0, at most 1)" }
+            input #batch_price_ratio type="text" inputmode="decimal" name="batch_price_ratio" value=(f.batch_price_ratio) required;
             label for="context_length" { "Context length (tokens)" }
             input #context_length type="number" min="1" name="context_length" value=(f.context_length) required;
             label for="owned_by" { "Owned by" }
@@ -230,6 +242,11 @@ fn changes(now: &Entry, f: &EditForm) -> Result<Changes, ConsoleError> {
         text => price(text, "the cached input price")?,
     };
     let output = price(&f.output_price, "the output price")?;
+    // Left out (a form from before the field existed): unchanged. The API checks its range.
+    let batch = match f.batch_price_ratio.trim() {
+        "" => now.batch_price_ratio,
+        text => text.parse::<Decimal>().map_err(|_| ConsoleError::Invalid("the batch price must be a decimal ratio, e.g. 0.5".into()))?,
+    };
     let context: i32 =
         f.context_length.trim().parse().map_err(|_| ConsoleError::Invalid("the context length must be a whole number".into()))?;
     let mut body = Map::new();
@@ -247,6 +264,8 @@ fn changes(now: &Entry, f: &EditForm) -> Result<Changes, ConsoleError> {
     let cached_before = money(now.cached_input_price_per_mtok);
     note("cached_input_price_per_mtok", "Cached input price", cached_before, money(cached), Value::String(cached.to_string()));
     note("output_price_per_mtok", "Output price", output_before, money(output), Value::String(output.to_string()));
+    let (batch_before, batch_after) = (ratio(now.batch_price_ratio), ratio(batch));
+    note("batch_price_ratio", "Batch price", batch_before, batch_after, Value::String(batch.normalize().to_string()));
     note("context_length", "Context length", now.context_length.to_string(), context.to_string(), Value::from(context));
     note("owned_by", "Owned by", now.owned_by.clone(), f.owned_by.trim().to_owned(), Value::from(f.owned_by.trim()));
     let flags = [
@@ -291,7 +310,7 @@ pub(super) async fn review(State(console): State<Console>, posted: Posted<EditFo
                         (csrf(&signed))
                         (hidden("id", &f.id)) (hidden("owned_by", &f.owned_by)) (hidden("context_length", &f.context_length))
                         (hidden("input_price", &f.input_price)) (hidden("cached_input_price", &f.cached_input_price))
-                        (hidden("output_price", &f.output_price))
+                        (hidden("output_price", &f.output_price)) (hidden("batch_price_ratio", &f.batch_price_ratio))
                         (hidden("enabled", &flag(&f.enabled))) (hidden("public", &flag(&f.public)))
                         (hidden("structured", &flag(&f.structured))) (hidden("tools", &flag(&f.tools)))
                         (hidden("schema_in_prompt", &flag(&f.schema_in_prompt)))
