@@ -10,6 +10,9 @@ Three phases against one gateway and one worker, every request an invoice extrac
            online probes (one every BENCH_PROBE_GAP_S, 5 s): the batch's completion tokens/s (its lines'
            usage ÷ in_progress_at to completed_at) and the probes' p50 latency beside it.
 
+A fourth phase, `same` (not run by default), sends the batch's first BENCH_SAME (40) lines again online,
+one at a time, and counts the answers that match the batch's.
+
 Prints a JSON report; stdlib only.
 """
 
@@ -230,6 +233,7 @@ def batch():
     if BESIDE:
         prober.join()
     output = call("GET", f"/v1/files/{state['output_file_id']}/content").decode().splitlines() if state.get("output_file_id") else []
+    ANSWERS.update({json.loads(line)["custom_id"]: json.loads(line)["response"]["body"] for line in output})
     tokens = sum(json.loads(line)["response"]["body"]["usage"]["completion_tokens"] for line in output)
     elapsed = state["completed_at"] - state["in_progress_at"]
     probe_tokens = sum(n for _, n in probed)
@@ -238,6 +242,26 @@ def batch():
             "cost": state.get("usage", {}).get("cost"),
             "probes": len(probed), "probe_s_p50": round(statistics.median(s for s, _ in probed), 3) if probed else None,
             "with_probes_tokens_per_s": round((tokens + probe_tokens) / max(elapsed, 1), 1), "cores_used": cores, "worker": worker}
+
+
+# The batch's answers by custom_id, for the `same` phase.
+ANSWERS = {}
+
+
+def same(count):
+    """The batch's first `count` lines sent again online, one at a time: how many answers match the batch's
+    word for word, and the completion tokens of each side."""
+    matched, batch_tokens, online_tokens, first_difference = 0, 0, 0, None
+    for i in range(count):
+        online = json.loads(call("POST", "/v1/chat/completions", invoice(i)))
+        batched = ANSWERS[f"line-{i}"]
+        pair = {"line": i, "online": online["choices"][0]["message"]["content"], "batch": batched["choices"][0]["message"]["content"]}
+        matched += pair["online"] == pair["batch"]
+        first_difference = first_difference or (pair if pair["online"] != pair["batch"] else None)
+        online_tokens += online["usage"]["completion_tokens"]
+        batch_tokens += batched["usage"]["completion_tokens"]
+    return {"lines": count, "same_answer": matched, "batch_completion_tokens": batch_tokens, "online_completion_tokens": online_tokens,
+            "first_difference": first_difference}
 
 
 def main():
@@ -252,6 +276,8 @@ def main():
         print(json.dumps({"alone": report["alone"]}), file=sys.stderr)
     if "batch" in phases:
         report["batch"] = batch()
+    if "same" in phases and ANSWERS:
+        report["same"] = same(min(LINES, int(os.environ.get("BENCH_SAME", "40"))))
     if {"best", "batch"} <= set(report):
         report["batch_share_of_best"] = round(report["batch"]["tokens_per_s"] / report["best"]["tokens_per_s"], 3)
         report["with_probes_share_of_best"] = round(report["batch"]["with_probes_tokens_per_s"] / report["best"]["tokens_per_s"], 3)

@@ -123,6 +123,9 @@ async fn a_batch_of_structured_lines_completes_at_the_batch_price_outside_the_on
         let content = line["response"]["body"]["choices"][0]["message"]["content"].as_str().unwrap();
         let answer: Value = serde_json::from_str(content).unwrap_or_else(|e| panic!("{e}: {content}"));
         assert!(validator.is_valid(&answer), "{answer} does not match the schema");
+        // The schema's properties in the order it declares them, as the same request answers online.
+        let keys: Vec<&str> = answer.as_object().unwrap().keys().map(String::as_str).collect();
+        assert_eq!(keys, ["invoice_number", "due_date", "total", "currency"], "{content}");
         assert_eq!(line["response"]["request_id"], line["response"]["body"]["id"]);
     }
 

@@ -234,10 +234,11 @@ pub async fn start(
         let numbers: Vec<i32> = (first..first + chunk.len()).map(|i| i32::try_from(i).unwrap_or(i32::MAX)).collect();
         let custom_ids: Vec<String> = chunk.iter().map(|l| l.custom_id.clone()).collect();
         let request_ids: Vec<String> = chunk.iter().map(|l| l.request_id.clone()).collect();
-        let bodies: Vec<Value> = chunk.iter().map(|l| l.body.clone()).collect();
+        // As text, into a `json` column: the body keeps its keys in the order the client wrote them.
+        let bodies: Vec<String> = chunk.iter().map(|l| l.body.to_string()).collect();
         sqlx::query!(
             "INSERT INTO batch_lines (batch_id, line, custom_id, request_id, body, state)
-             SELECT $1::text, u.*, 'pending' FROM UNNEST($2::int4[], $3::text[], $4::text[], $5::jsonb[]) AS u",
+             SELECT $1::text, u.n, u.c, u.r, u.b::json, 'pending' FROM UNNEST($2::int4[], $3::text[], $4::text[], $5::text[]) AS u(n, c, r, b)",
             id,
             &numbers,
             &custom_ids,
