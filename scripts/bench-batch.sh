@@ -12,7 +12,8 @@
 # .data/bench-batch/<timestamp>/. Knobs: BENCH_PROFILE (debug, the build scripts/test.sh makes, or
 # release), BENCH_LINES (2000), BENCH_SECONDS (90, the best phase), BENCH_PROBES (20),
 # BENCH_PROBE_GAP_S (5), BENCH_BESIDE (1; 0: no online request beside the batch), BENCH_PHASES
-# ("best alone batch"), BENCH_THREADS (2). Each phase reports the cores the worker, the gateway and
+# ("best alone batch"; add "same" to send the batch's first BENCH_SAME (40) lines again online and count
+# the answers identical to the batch's), BENCH_THREADS (2). Each phase reports the cores the worker, the gateway and
 # Postgres used, and from the worker's /metrics how busy its sequences were and on how many threads.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
