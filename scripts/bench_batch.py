@@ -233,8 +233,8 @@ def batch():
     if BESIDE:
         prober.join()
     output = call("GET", f"/v1/files/{state['output_file_id']}/content").decode().splitlines() if state.get("output_file_id") else []
-    ANSWERS.update({json.loads(line)["custom_id"]: json.loads(line)["response"]["body"] for line in output})
-    tokens = sum(json.loads(line)["response"]["body"]["usage"]["completion_tokens"] for line in output)
+    ANSWERS.update((answer["custom_id"], answer["response"]["body"]) for answer in map(json.loads, output))
+    tokens = sum(body["usage"]["completion_tokens"] for body in ANSWERS.values())
     elapsed = state["completed_at"] - state["in_progress_at"]
     probe_tokens = sum(n for _, n in probed)
     return {"status": state["status"], "request_counts": state["request_counts"], "seconds": elapsed, "completion_tokens": tokens,
@@ -256,8 +256,10 @@ def same(count):
         online = json.loads(call("POST", "/v1/chat/completions", invoice(i)))
         batched = ANSWERS[f"line-{i}"]
         pair = {"line": i, "online": online["choices"][0]["message"]["content"], "batch": batched["choices"][0]["message"]["content"]}
-        matched += pair["online"] == pair["batch"]
-        first_difference = first_difference or (pair if pair["online"] != pair["batch"] else None)
+        if pair["online"] == pair["batch"]:
+            matched += 1
+        elif first_difference is None:
+            first_difference = pair
         online_tokens += online["usage"]["completion_tokens"]
         batch_tokens += batched["usage"]["completion_tokens"]
     return {"lines": count, "same_answer": matched, "batch_completion_tokens": batch_tokens, "online_completion_tokens": online_tokens,
