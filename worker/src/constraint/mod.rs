@@ -13,9 +13,11 @@ mod gbnf;
 mod narrow;
 mod one_of;
 mod paths;
+mod pattern;
 mod schema;
 mod shape;
 mod tighten;
+mod unroll;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -225,7 +227,17 @@ impl ConstraintCompiler {
         runaii_wire::schema_budget::check(schema, self.context_tokens).map_err(|e| Refusal::Unenforceable(e.0))?;
         let validator = OutputValidator::new(schema)?;
         let grammar_schema = schema::for_grammar(schema)?;
-        Ok((self.matcher(TopLevelGrammar::from_json_schema(grammar_schema))?, Some(validator)))
+        let grammar = match self.matcher(TopLevelGrammar::from_json_schema(grammar_schema.clone())) {
+            // A recursive definition the engine had to intersect with itself: compiled again with its
+            // recursion unrolled (`unroll.rs`), or refused for the first reason.
+            Err(Refusal::Unenforceable(reason)) if reason.contains(unroll::ENGINE_REFUSAL) => {
+                unroll::unroll(&grammar_schema, unroll::DEPTH)
+                    .and_then(|unrolled| self.matcher(TopLevelGrammar::from_json_schema(unrolled)).ok())
+                    .ok_or(Refusal::Unenforceable(reason))?
+            }
+            compiled => compiled?,
+        };
+        Ok((grammar, Some(validator)))
     }
 }
 

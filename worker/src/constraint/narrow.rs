@@ -12,7 +12,11 @@
 //!   (`^[…]+$`, `^[…]*$`) is a string with the complementary pattern (every non-string passes `pattern`,
 //!   so none passes its negation);
 //! - `if`/`then`/`else`: the `if` branch taken, i.e. `allOf: [if, then]`;
-//! - `propertyNames` every declared key satisfies: the object closed to its declared keys.
+//! - `propertyNames` every declared key satisfies: the object closed to its declared keys;
+//! - a `pattern` with `^`, `$` or `\b` inside it, which the engine cannot compile: those assertions made
+//!   never to match (`pattern.rs`);
+//! - overlapping `patternProperties`, which the engine refuses: a pattern naming one key exactly becomes
+//!   that key's property, exactly.
 //!
 //! What none of these covers is left in place, and the engine refuses it as before.
 
@@ -97,6 +101,53 @@ fn rewrite(map: &mut Map<String, Value>, root: &Value) {
     if_then_else(map);
     not(map);
     property_names(map, root);
+    pattern(map);
+    literal_patterns(map);
+}
+
+/// Among two or more `patternProperties`, a pattern that names one key exactly (`^_execute_page_action$`)
+/// becomes that key's property (beside an existing property of that name, both must hold: `allOf`). The
+/// engine requires patterns to be disjoint, and applies the patterns a named property matches itself.
+fn literal_patterns(map: &mut Map<String, Value>) {
+    let Some(Value::Object(patterns)) = map.get("patternProperties") else { return };
+    if patterns.len() < 2 {
+        return;
+    }
+    let literals: Vec<(String, String)> = patterns.keys().filter_map(|p| literal_key(p).map(|key| (p.clone(), key))).collect();
+    for (pattern, key) in literals {
+        let Some(Value::Object(patterns)) = map.get_mut("patternProperties") else { return };
+        let Some(schema) = patterns.remove(&pattern) else { continue };
+        let Value::Object(properties) = map.entry("properties").or_insert_with(|| json!({})) else { return };
+        let merged = match properties.remove(&key) {
+            Some(existing) => json!({"allOf": [existing, schema]}),
+            None => schema,
+        };
+        properties.insert(key, merged);
+    }
+}
+
+/// The one string an anchored pattern of plain characters matches: `^a\.b$` is `a.b`.
+fn literal_key(pattern: &str) -> Option<String> {
+    let inner = pattern.strip_prefix('^')?.strip_suffix('$')?;
+    let mut key = String::new();
+    let mut chars = inner.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => match chars.next() {
+                Some(escaped) if !escaped.is_alphanumeric() => key.push(escaped),
+                _ => return None,
+            },
+            '.' | '^' | '$' | '*' | '+' | '?' | '(' | ')' | '[' | ']' | '{' | '}' | '|' => return None,
+            plain => key.push(plain),
+        }
+    }
+    Some(key)
+}
+
+fn pattern(map: &mut Map<String, Value>) {
+    if let Some(narrowed) = map.get("pattern").and_then(Value::as_str).and_then(super::pattern::narrowed) {
+        map.insert("pattern".into(), Value::String(narrowed));
+    }
 }
 
 fn format(map: &mut Map<String, Value>) {
@@ -365,6 +416,28 @@ mod tests {
     }
 
     #[test]
+    fn a_pattern_naming_one_key_becomes_its_property() {
+        let command = json!({"type": "object"});
+        let out = narrowed(json!({"properties": {"b": {"minProperties": 1}}, "patternProperties": {
+            ".*": command, "^_execute_page_action$": command, "^b$": {"maxProperties": 3}, "^a\\.b$": command, "^c+$": command,
+        }}));
+        assert_eq!(out["patternProperties"], json!({".*": command, "^c+$": command}), "{out}");
+        assert_eq!(out["properties"]["_execute_page_action"], command);
+        assert_eq!(out["properties"]["a.b"], command);
+        assert_eq!(out["properties"]["b"], json!({"allOf": [{"minProperties": 1}, {"maxProperties": 3}]}), "both must hold");
+        let alone = json!({"patternProperties": {"^only$": command}});
+        assert_eq!(narrowed(alone.clone()), alone, "one pattern overlaps nothing");
+        assert_eq!(literal_key(r"^a\$"), None);
+        assert_eq!(literal_key(r"^\d$"), None);
+    }
+
+    #[test]
+    fn a_pattern_with_inner_anchors_is_narrowed() {
+        let out = narrowed(json!({"type": "string", "pattern": r"^(?:(?:^[\*]|[a-z]+)\.)*[a-z]+$"}));
+        assert!(!out["pattern"].as_str().unwrap().contains("^["), "{out}");
+    }
+
+    #[test]
     fn unique_items_allow_one_item() {
         assert_eq!(narrowed(json!({"type": "array", "uniqueItems": true})), json!({"type": "array", "maxItems": 1}));
         assert_eq!(narrowed(json!({"uniqueItems": false})), json!({}));
@@ -394,10 +467,14 @@ mod tests {
 
     #[test]
     fn a_negated_character_class_becomes_its_complement() {
+        // The grammar's pattern is then narrowed further by `pattern.rs`; what it admits is checked here.
+        let admits = |pattern: &Value, text: &str| jsonschema::validator_for(&json!({"pattern": pattern})).unwrap().is_valid(&json!(text));
         let out = narrowed(json!({"type": "string", "not": {"pattern": "^[\\.\\s]+$"}}));
-        assert_eq!(out, json!({"type": "string", "pattern": "^(?:|[\\s\\S]*[^\\.\\s][\\s\\S]*)$"}));
+        assert!(out["type"] == "string" && out.get("not").is_none(), "{out}");
+        assert!(admits(&out["pattern"], "") && admits(&out["pattern"], "a. ") && !admits(&out["pattern"], ". ."), "{out}");
         let out = narrowed(json!({"not": {"pattern": "^[^a-z]*$"}}));
-        assert_eq!(out, json!({"type": "string", "pattern": "^[\\s\\S]*[a-z][\\s\\S]*$"}));
+        assert_eq!(out["type"], "string");
+        assert!(admits(&out["pattern"], "1a2") && !admits(&out["pattern"], "123") && !admits(&out["pattern"], ""), "{out}");
         // The complement admits exactly the strings the original rejects.
         let original = jsonschema::validator_for(&json!({"pattern": "^[ab]+$"})).unwrap();
         let complement = jsonschema::validator_for(&json!({"pattern": negated_class_pattern("^[ab]+$").unwrap()})).unwrap();

@@ -6,10 +6,12 @@
 
 use std::collections::{BTreeSet, HashSet};
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 /// Keywords whose values are maps of names to subschemas.
 pub(super) const SCHEMA_MAPS: [&str; 5] = ["properties", "patternProperties", "$defs", "definitions", "dependentSchemas"];
+/// Keywords whose values are maps of names to definitions, subschemas only where referred to.
+const DEFINITIONS: [&str; 2] = ["$defs", "definitions"];
 /// Keywords whose values are lists of subschemas.
 const SCHEMA_LISTS: [&str; 5] = ["allOf", "anyOf", "oneOf", "prefixItems", "items"];
 /// Keywords whose values are one subschema.
@@ -69,6 +71,52 @@ fn walk<'a>(schema: &'a Value, path: &mut Path, found: &mut BTreeSet<Path>, refs
         }
     }
 }
+
+/// The subschemas directly below a schema object, each with the keyword it stands under (`$defs` and
+/// `definitions` only `with_definitions`).
+pub(super) fn subschemas(map: &Map<String, Value>, with_definitions: bool) -> Vec<(&str, &Value)> {
+    let mut found = Vec::new();
+    for (key, value) in map {
+        let key = key.as_str();
+        match value {
+            Value::Object(children) if SCHEMA_MAPS.contains(&key) && (with_definitions || !DEFINITIONS.contains(&key)) => {
+                found.extend(children.values().map(|child| (key, child)));
+            }
+            Value::Array(children) if SCHEMA_LISTS.contains(&key) => found.extend(children.iter().map(|child| (key, child))),
+            Value::Object(_) if SCHEMA_VALUES.contains(&key) => found.push((key, value)),
+            _ => {}
+        }
+    }
+    found
+}
+
+/// As [`subschemas`], to change them.
+pub(super) fn subschemas_mut(map: &mut Map<String, Value>, with_definitions: bool) -> Vec<(&str, &mut Value)> {
+    let mut found = Vec::new();
+    for (key, value) in map {
+        let key = key.as_str();
+        if SCHEMA_MAPS.contains(&key) {
+            if let Value::Object(children) = value {
+                if with_definitions || !DEFINITIONS.contains(&key) {
+                    found.extend(children.values_mut().map(|child| (key, child)));
+                }
+            }
+        } else if value.is_array() {
+            if let Value::Array(children) = value {
+                if SCHEMA_LISTS.contains(&key) {
+                    found.extend(children.iter_mut().map(|child| (key, child)));
+                }
+            }
+        } else if value.is_object() && SCHEMA_VALUES.contains(&key) {
+            found.push((key, value));
+        }
+    }
+    found
+}
+
+/// Keywords whose subschemas apply to the same value as the schema they stand in (the others apply to
+/// a property's or an item's value).
+pub(super) const IN_PLACE: [&str; 4] = ["allOf", "anyOf", "oneOf", "dependentSchemas"];
 
 pub(super) fn node_at<'a>(root: &'a Value, path: &[String]) -> Option<&'a Value> {
     path.iter().try_fold(root, |node, step| match node {

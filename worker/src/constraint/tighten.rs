@@ -18,14 +18,14 @@
 
 use serde_json::{json, Map, Value};
 
-use super::paths;
+use std::collections::BTreeSet;
+
+use super::paths::{self, Path};
 
 /// The largest magnitude a generated number may have: far beyond the quantities answers hold, and within
 /// what llguidance's range compiler handles (it works in 64-bit integers).
 const NUMBER_LIMIT: f64 = 1e18;
 
-/// Keywords whose values are lists of subschemas closing visits (`anyOf`, `oneOf`, `allOf` apart).
-const SCHEMA_LISTS: [&str; 2] = ["prefixItems", "items"];
 /// Keywords whose values are one subschema closing visits.
 const SCHEMA_VALUES: [&str; 4] = ["items", "additionalProperties", "additionalItems", "contains"];
 /// Keywords by which an object schema speaks about keys.
@@ -84,7 +84,8 @@ const ANY_DEPTH: usize = 4;
 
 /// Narrows the grammar's copy of a schema in place (see the module's list).
 pub(super) fn tighten(schema: &mut Value) {
-    close(schema, false);
+    let shared = shared_targets(schema);
+    close(schema, false, &mut Vec::new(), &shared);
     for path in paths::schema_paths(schema) {
         let company = company(schema, &path);
         if let Some(Value::Object(map)) = paths::node_at_mut(schema, &path) {
@@ -165,38 +166,101 @@ fn company(root: &Value, path: &[String]) -> Company {
 }
 
 /// `shares_object`: the schema is a branch of a combinator whose other parts (siblings, other `allOf`
-/// branches) also name keys; closing it would forbid those.
-fn close(schema: &mut Value, shares_object: bool) {
+/// branches) also name keys; closing it would forbid those. `shared` are the reference targets in that
+/// position (see [`shared_targets`]); `path` is where `schema` stands.
+fn close(schema: &mut Value, shares_object: bool, path: &mut Path, shared: &BTreeSet<Path>) {
     let Value::Object(map) = schema else { return };
-    if !shares_object && can_close(map) {
+    if !shares_object && !shared.contains(path) && can_close(map) {
         map.insert("additionalProperties".into(), Value::Bool(false));
     }
-    for key in paths::SCHEMA_MAPS {
-        if let Some(Value::Object(children)) = map.get_mut(key) {
-            children.values_mut().for_each(|child| close(child, false));
-        }
-    }
-    for key in SCHEMA_LISTS {
-        if let Some(Value::Array(children)) = map.get_mut(key) {
-            children.iter_mut().for_each(|child| close(child, false));
-        }
-    }
-    for key in SCHEMA_VALUES {
-        if let Some(child @ Value::Object(_)) = map.get_mut(key) {
-            close(child, false);
-        }
-    }
     let names_keys = KEY_KEYWORDS.iter().any(|k| map.contains_key(*k));
-    for key in ["anyOf", "oneOf"] {
-        if let Some(Value::Array(children)) = map.get_mut(key) {
-            children.iter_mut().for_each(|child| close(child, names_keys));
+    for (keyword, steps, child) in children_mut(map) {
+        // The branches of an allOf each see the whole object: closing one would forbid the keys that
+        // another branch names; those of an anyOf or oneOf, the keys named beside them.
+        let shares = match keyword {
+            "allOf" => true,
+            "anyOf" | "oneOf" => names_keys,
+            _ => false,
+        };
+        path.extend(steps.iter().cloned());
+        close(child, shares, path, shared);
+        path.truncate(path.len() - steps.len());
+    }
+}
+
+/// The subschemas closing visits, each with its keyword and the steps from its parent.
+fn children_mut(map: &mut Map<String, Value>) -> Vec<(&'static str, Vec<String>, &mut Value)> {
+    let mut found = Vec::new();
+    for (key, value) in map.iter_mut() {
+        let Some(keyword) = CLOSING_VISITS.iter().find(|k| **k == key.as_str()) else { continue };
+        if paths::SCHEMA_MAPS.contains(keyword) {
+            if let Value::Object(children) = value {
+                found.extend(children.iter_mut().map(|(name, child)| (*keyword, vec![key.clone(), name.clone()], child)));
+            }
+        } else if value.is_array() {
+            if let Value::Array(children) = value {
+                found.extend(children.iter_mut().enumerate().map(|(i, child)| (*keyword, vec![key.clone(), i.to_string()], child)));
+            }
+        } else if value.is_object() && SCHEMA_VALUES.contains(keyword) {
+            found.push((*keyword, vec![key.clone()], value));
         }
     }
-    // The branches of an allOf each see the whole object: closing one would forbid the keys that
-    // another branch names.
-    if let Some(Value::Array(children)) = map.get_mut("allOf") {
-        children.iter_mut().for_each(|child| close(child, true));
+    found
+}
+
+/// Keywords whose subschemas closing visits: every positive position.
+const CLOSING_VISITS: [&str; 13] = [
+    "properties",
+    "patternProperties",
+    "$defs",
+    "definitions",
+    "dependentSchemas",
+    "prefixItems",
+    "items",
+    "additionalProperties",
+    "additionalItems",
+    "contains",
+    "allOf",
+    "anyOf",
+    "oneOf",
+];
+
+/// Reference targets that share their object with other schemas naming keys: the target of an `allOf`
+/// member's reference, of a reference beside keywords naming keys or beside combinators, of an `anyOf`
+/// or `oneOf` branch's reference beside named keys, and what such a target itself only refers to.
+/// Closing one would forbid the keys the others name (a runner configuration that extends a test
+/// configuration by `allOf` would lose every key of its own).
+fn shared_targets(root: &Value) -> BTreeSet<Path> {
+    let mut shared = BTreeSet::new();
+    for path in paths::schema_paths(root) {
+        let Some(Value::Object(map)) = paths::node_at(root, &path) else { continue };
+        let beside = map.keys().any(|k| KEY_KEYWORDS.contains(&k.as_str()) || OPAQUE.contains(&k.as_str()) && k != "$ref");
+        if beside {
+            shared.extend(reference_of(map));
+        }
+        let names_keys = KEY_KEYWORDS.iter().any(|k| map.contains_key(*k));
+        for combinator in ["allOf", "anyOf", "oneOf"] {
+            if combinator != "allOf" && !names_keys {
+                continue;
+            }
+            let members = map.get(combinator).and_then(Value::as_array).into_iter().flatten();
+            shared.extend(members.filter_map(Value::as_object).filter_map(reference_of));
+        }
     }
+    // A shared target that is only a reference passes its object on.
+    let mut pending: Vec<Path> = shared.iter().cloned().collect();
+    while let Some(target) = pending.pop() {
+        if let Some(next) = paths::node_at(root, &target).and_then(Value::as_object).and_then(reference_of) {
+            if shared.insert(next.clone()) {
+                pending.push(next);
+            }
+        }
+    }
+    shared
+}
+
+fn reference_of(map: &Map<String, Value>) -> Option<Path> {
+    map.get("$ref").and_then(Value::as_str).and_then(paths::pointer_path)
 }
 
 /// Where a schema leaves values unconstrained (no `type`, no `items`, no `additionalProperties`, a `true`
@@ -371,6 +435,24 @@ mod tests {
         assert_ne!(out["anyOf"][0]["additionalProperties"], json!(false), "closing it would forbid `kind`: {out}");
         let alone = tightened(&json!({"anyOf": [{"properties": {"a": {}}}]}));
         assert_eq!(alone["anyOf"][0]["additionalProperties"], json!(false));
+    }
+
+    #[test]
+    fn a_target_extended_beside_other_keys_stays_open() {
+        let schema = json!({
+            "definitions": {
+                "base": {"type": "object", "properties": {"a": {}}},
+                "alias": {"$ref": "#/definitions/base2"},
+                "base2": {"type": "object", "properties": {"d": {}}},
+                "alone": {"type": "object", "properties": {"b": {}}},
+            },
+            "allOf": [{"$ref": "#/definitions/base"}, {"properties": {"c": {}}}],
+            "properties": {"x": {"$ref": "#/definitions/alone"}, "y": {"$ref": "#/definitions/alias", "required": ["e"]}},
+        });
+        let out = tightened(&schema);
+        assert_ne!(out["definitions"]["base"]["additionalProperties"], json!(false), "closing it would forbid `c`");
+        assert_ne!(out["definitions"]["base2"]["additionalProperties"], json!(false), "through an alias, beside `required`");
+        assert_eq!(out["definitions"]["alone"]["additionalProperties"], json!(false), "a plain reference's target closes");
     }
 
     #[test]
