@@ -27,18 +27,23 @@ pub(super) const ENGINE_REFUSAL: &str = "circular references with sibling keys a
 pub(super) const DEPTH: usize = 4;
 /// Where the copies of each level are defined in the grammar's copy.
 const PREFIX: &str = "runaii_unrolled_";
-/// The largest unrolled schema, serialized: a bound for a document built to multiply.
-const MAX_BYTES: usize = 4 << 20;
+/// The most JSON values the copies may hold in all: a bound for a document built to multiply (the
+/// caller's schema holds at most `schema_budget::MAX_NODES`).
+const MAX_COPIED: usize = 200_000;
 /// Keys of a copied definition that only mean something at the document's root.
 const ROOT_ONLY: [&str; 5] = ["$defs", "definitions", "$id", "$schema", "x-guidance"];
 
 /// The grammar schema with every cycle of references unrolled, or `None` when it has no cycle, refers
-/// outside the document, or would grow beyond [`MAX_BYTES`].
+/// outside the document, or would copy more than [`MAX_COPIED`] values.
 pub(super) fn unroll(schema: &Value, depth: usize) -> Option<Value> {
     let graph = reference_graph(schema)?;
     let cyclic: Vec<&Path> = graph.keys().filter(|target| reaches_itself(&graph, target)).collect();
     if cyclic.is_empty() {
         return None;
+    }
+    let mut budget = MAX_COPIED / (depth + 1);
+    for target in &cyclic {
+        budget = budget.checked_sub(values_within(paths::node_at(schema, target)?, budget)?)?;
     }
     let slot: BTreeMap<&Path, usize> = cyclic.iter().enumerate().map(|(i, target)| (*target, i)).collect();
     let at = |level: usize, target: &Path| slot.get(target).map(|i| json!({"$ref": format!("#/$defs/{PREFIX}{level}_{i}")}));
@@ -65,7 +70,25 @@ pub(super) fn unroll(schema: &Value, depth: usize) -> Option<Value> {
     if let Value::Object(defs) = root.entry("$defs").or_insert_with(|| json!({})) {
         defs.extend(copies);
     }
-    (unrolled.to_string().len() <= MAX_BYTES).then_some(unrolled)
+    Some(unrolled)
+}
+
+/// How many JSON values `node` holds, or `None` beyond `limit`.
+fn values_within(node: &Value, limit: usize) -> Option<usize> {
+    let mut count = 0;
+    let mut pending = vec![node];
+    while let Some(value) = pending.pop() {
+        count += 1;
+        if count > limit {
+            return None;
+        }
+        match value {
+            Value::Object(map) => pending.extend(map.values()),
+            Value::Array(items) => pending.extend(items),
+            _ => {}
+        }
+    }
+    Some(count)
 }
 
 /// Each reference target reached from the root, with the targets its own schema refers to (definitions
@@ -172,6 +195,19 @@ mod tests {
         assert_eq!(derived["allOf"][0], json!({"$ref": "#/$defs/runaii_unrolled_2_0"}), "allOf applies to the same value");
         let base = &out["$defs"]["runaii_unrolled_2_0"];
         assert_eq!(base["properties"]["children"]["items"], json!({"$ref": "#/$defs/runaii_unrolled_3_1"}), "an item is one level down");
+    }
+
+    #[test]
+    fn a_document_built_to_multiply_is_not_unrolled() {
+        // 40 targets nested in one another, each referring to itself: each copy holds the ones below it.
+        fn level(depth: usize, path: String) -> Value {
+            let below = if depth == 0 { json!({}) } else { level(depth - 1, format!("{path}/properties/a")) };
+            json!({"properties": {"a": below, "b": {"$ref": path}, "pad": {"enum": (0..200).collect::<Vec<_>>()}}})
+        }
+        let schema = level(40, "#".into());
+        assert!(reference_graph(&schema).is_some_and(|graph| graph.len() == 41));
+        assert_eq!(unroll(&schema, DEPTH), None);
+        assert!(unroll(&level(3, "#".into()), DEPTH).is_some(), "a few are unrolled");
     }
 
     #[test]
