@@ -3,13 +3,13 @@
 //! typed; the CLI talks to any OpenAI-compatible gateway, so it shares no types with this one's crates.
 
 use futures::StreamExt as _;
+use runaii_sse::SseParser;
 use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::http::{chain, ErrorDetail, Gateway, GatewayError, StatusError};
 use crate::money;
-use crate::sse::SseParser;
 
 /// One message of the transcript.
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -14,7 +14,6 @@ mod money;
 mod output;
 mod quoting;
 mod spinner;
-mod sse;
 
 use std::process::ExitCode;
 

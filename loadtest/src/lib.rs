@@ -12,5 +12,4 @@ pub mod money;
 pub mod observe;
 pub mod reconcile;
 pub mod send;
-pub mod sse;
 pub mod summary;

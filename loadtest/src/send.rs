@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use futures::StreamExt;
+use runaii_sse::SseParser;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::Value;
@@ -11,7 +12,6 @@ use tokio::time::Instant;
 use crate::mix::Kind;
 use crate::money::parse_amount;
 use crate::observe::{Observation, Outcome};
-use crate::sse::SseSplitter;
 
 /// Where requests go and how.
 #[derive(Debug, Clone)]
@@ -151,10 +151,11 @@ fn completed(usage: &UsageWire) -> Outcome {
 /// connection.
 async fn read_stream(response: reqwest::Response, kind: Kind, due: Instant, seen: &mut Observation) -> Outcome {
     let mut bytes = response.bytes_stream();
-    let mut sse = SseSplitter::default();
+    let mut sse = SseParser::default();
     let mut usage: Option<UsageWire> = None;
+    let mut events: Vec<String> = Vec::new();
     loop {
-        while let Some(data) = sse.next_data() {
+        for data in events.drain(..) {
             if data == "[DONE]" {
                 return match &usage {
                     Some(u) => completed(u),
@@ -187,7 +188,7 @@ async fn read_stream(response: reqwest::Response, kind: Kind, due: Instant, seen
             }
         }
         match bytes.next().await {
-            Some(Ok(b)) => sse.push(&b),
+            Some(Ok(b)) => events = sse.push(&b),
             Some(Err(e)) => return Outcome::Broken { why: format!("stream broke: {e}") },
             None => {
                 return Outcome::Broken { why: "stream ended without [DONE]".into() };

@@ -1,5 +1,9 @@
-//! Server-sent events, as the SDKs read them: lines end with LF, CRLF or CR; a blank line ends an event;
-//! `data:` lines are joined with `\n`; comments (`:`) and other fields are ignored.
+//! Server-sent events, read as the official SDKs read them: lines end with LF, CRLF or CR; a blank line
+//! ends an event; `data:` lines are joined with `\n`; comments (`:`) and other fields are ignored, and an
+//! event without data (a keep-alive) yields nothing.
+//!
+//! Bytes are decoded a line at a time, once the line has ended, so a character split across two reads
+//! arrives whole.
 
 /// Feeds bytes in, takes complete events' `data` out.
 #[derive(Debug, Default)]
@@ -11,7 +15,7 @@ pub struct SseParser {
 }
 
 impl SseParser {
-    /// The `data` of every event that `bytes` completes.
+    /// The `data` of every event that `bytes` completes, in order.
     pub fn push(&mut self, bytes: &[u8]) -> Vec<String> {
         let mut events = Vec::new();
         for &b in bytes {
@@ -29,6 +33,13 @@ impl SseParser {
             }
         }
         events
+    }
+
+    /// The bytes held for the event not yet complete: a sender that never ends its event makes this grow,
+    /// and a reader bounds it.
+    #[must_use]
+    pub fn pending_bytes(&self) -> usize {
+        self.line.len() + self.data.as_ref().map_or(0, String::len)
     }
 
     fn end_line(&mut self, line: &[u8], events: &mut Vec<String>) {
@@ -60,5 +71,17 @@ mod tests {
         assert!(p.push(b"data: {\"a\"").is_empty());
         assert_eq!(p.push(b":1}\n\n: keep-alive\n\ndata:x\r\ndata: y\r\n\r\nevent: e\ndata: [DONE]\r\r"), ["{\"a\":1}", "x\ny", "[DONE]"]);
         assert!(p.push(b"data: partial\n").is_empty(), "no blank line yet");
+        assert_eq!(p.pending_bytes(), "partial".len());
+    }
+
+    #[test]
+    fn a_character_split_across_reads_arrives_whole() {
+        let text = "data: {\"t\":\"é€😀\"}\n\n".as_bytes();
+        for cut in 1..text.len() {
+            let mut p = SseParser::default();
+            let mut events = p.push(&text[..cut]);
+            events.extend(p.push(&text[cut..]));
+            assert_eq!(events, ["{\"t\":\"é€😀\"}"], "cut at {cut}");
+        }
     }
 }
