@@ -109,6 +109,8 @@ impl ResponseEvents {
     }
 
     fn close_message(&mut self, index: usize, status: &str, events: &mut Vec<Bytes>) {
+        // The entries are taken while the events are written (`event` borrows `self`), then put back for
+        // the final Response.
         let (text, logprobs) = (self.text.clone(), std::mem::take(&mut self.logprobs));
         let mut done = self.part_fields(index);
         done["text"] = json!(text);
