@@ -46,9 +46,9 @@ fn documented() -> Vec<(&'static str, Value, Expect)> {
         ("prompt_cache_key", json!("walk"), Honoured),
         ("user", json!("end-user-1"), Honoured),
         ("safety_identifier", json!("end-user-1"), Honoured),
+        ("logprobs", json!(true), Honoured),
+        ("top_logprobs", json!(2), Honoured),
         ("n", json!(2), Refused),
-        ("logprobs", json!(true), Refused),
-        ("top_logprobs", json!(2), Refused),
         ("logit_bias", json!({"50256": -100}), Refused),
         ("store", json!(true), Refused),
         ("metadata", json!({"order": "A-1024"}), Refused),
@@ -76,6 +76,9 @@ async fn every_documented_chat_parameter_is_honoured_or_refused_by_name() {
         if name == "max_tokens" {
             body.as_object_mut().unwrap().remove("max_completion_tokens");
         }
+        if name == "top_logprobs" {
+            body["logprobs"] = json!(true);
+        }
         body[name] = value;
         let (status, answer, _) = app.post_json("/v1/chat/completions", &body).await;
         match expect {
@@ -90,7 +93,8 @@ async fn every_documented_chat_parameter_is_honoured_or_refused_by_name() {
             }
         }
     }
-    // The answers that show a parameter acted: a stop sequence, a JSON object, the token limit.
+    // The answers that show a parameter acted: a stop sequence, a JSON object, the token limit, the
+    // tokens' log probabilities.
     let mut limited = tiny();
     limited["max_completion_tokens"] = json!(1);
     let (_, answer, _) = app.post_json("/v1/chat/completions", &limited).await;
@@ -102,6 +106,15 @@ async fn every_documented_chat_parameter_is_honoured_or_refused_by_name() {
     if answer["choices"][0]["finish_reason"] == "stop" {
         assert!(serde_json::from_str::<Value>(answer["choices"][0]["message"]["content"].as_str().unwrap()).unwrap().is_object());
     }
+
+    let mut logprobs = tiny();
+    logprobs["logprobs"] = json!(true);
+    logprobs["top_logprobs"] = json!(2);
+    let (_, answer, _) = app.post_json("/v1/chat/completions", &logprobs).await;
+    let tokens = answer["choices"][0]["logprobs"]["content"].as_array().unwrap();
+    assert_eq!(tokens.len(), 3, "{answer}");
+    assert!(tokens.iter().all(|t| t["top_logprobs"].as_array().unwrap().len() == 2), "{answer}");
+    honoured += 1;
 
     let mut unknown = tiny();
     unknown["temprature"] = json!(0.2);
@@ -143,6 +156,13 @@ async fn engine_refusals_name_the_field_and_the_check() {
                     {"type": "array", "items": {"type": "integer"}, "uniqueItems": true, "minItems": 2}}}}),
             "response_format",
             "grammar_rejected",
+        ),
+        (json!({"model": MODEL, "messages": [{"role": "user", "content": "x"}], "top_logprobs": 2}), "top_logprobs", "invalid_value"),
+        (
+            json!({"model": MODEL, "messages": [{"role": "user", "content": "x"}], "logprobs": true,
+                "tools": [runaii_testkit::weather_tool()]}),
+            "logprobs",
+            "logprobs_unsupported",
         ),
     ];
     for (body, param, check) in cases {

@@ -81,8 +81,9 @@ async fn format_problems_and_unhonoured_parameters_are_named() {
         );
     }
     for (name, value) in [
-        ("include", json!(["message.output_text.logprobs"])),
+        ("include", json!(["reasoning.encrypted_content"])),
         ("top_logprobs", json!(3)),
+        ("top_logprobs", json!(21)),
         ("truncation", json!("auto")),
         ("max_tool_calls", json!(2)),
         ("conversation", json!("conv_1")),

@@ -177,14 +177,3 @@ def test_background_cancelled(stack, client, model):
         time.sleep(0.05)
     assert cost_record_status(stack, queued.id) == "cancelled"
     assert client.responses.retrieve(queued.id).status == "cancelled"
-
-
-def test_logprobs_are_refused_by_name(client, model):
-    with pytest.raises(openai.BadRequestError) as chat:
-        client.chat.completions.create(
-            model=model, messages=[{"role": "user", "content": "Hi"}], logprobs=True, top_logprobs=2, max_tokens=4
-        )
-    assert chat.value.param in ("logprobs", "top_logprobs") and chat.value.code == "unsupported_parameter"
-    with pytest.raises(openai.BadRequestError) as responses:
-        client.responses.create(model=model, input="Hi", include=["message.output_text.logprobs"], max_output_tokens=16)
-    assert responses.value.param == "include"

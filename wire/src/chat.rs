@@ -105,6 +105,16 @@ pub struct ChatCompletionRequest {
     /// choose the worker.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prompt_cache_key: Option<String>,
+    /// Return the log probability of each answer token (`choices[].logprobs.content`). They are the
+    /// model's own distribution at that step (its logits, before temperature, penalties, top-k and top-p)
+    /// restricted to the tokens the request's grammar allows there and renormalised over them. Refused
+    /// with tools that may be called (the answer's text is then read for calls, not shown as it came).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub logprobs: Option<bool>,
+    /// 0 to 20: with `logprobs: true`, this many of the most likely tokens at each step, with theirs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 0, maximum = 20)]
+    pub top_logprobs: Option<u32>,
 }
 
 /// An `f32` that is finite. From JSON text serde_json refuses a number beyond `f32`'s range, but from a
@@ -129,7 +139,17 @@ impl ChatCompletionRequest {
     pub fn include_usage(&self) -> bool {
         self.stream_options.as_ref().is_some_and(|o| o.include_usage)
     }
+
+    /// With `logprobs: true`, how many alternatives each token lists (`top_logprobs`, 0 when absent);
+    /// `None` when no log probabilities were asked for.
+    #[must_use]
+    pub fn wanted_logprobs(&self) -> Option<u32> {
+        (self.logprobs == Some(true)).then(|| self.top_logprobs.unwrap_or(0))
+    }
 }
+
+/// The most alternatives `top_logprobs` may ask for (OpenAI's limit).
+pub const MAX_TOP_LOGPROBS: u32 = 20;
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
 pub struct StreamOptions {
@@ -313,13 +333,57 @@ pub struct ChatCompletion {
 pub struct Choice {
     pub index: u32,
     pub message: AssistantMessage,
-    /// Always null: log probabilities are not returned.
-    #[schema(required = true, value_type = Option<Object>)]
-    pub logprobs: Option<Value>,
+    /// With `logprobs: true`, the answer's tokens with their log probabilities; otherwise null.
+    #[schema(required = true)]
+    pub logprobs: Option<ChoiceLogprobs>,
     pub finish_reason: FinishReason,
     /// Extension: the stop sequence that ended the answer (Anthropic's `stop_sequence`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stop_sequence: Option<String>,
+}
+
+/// The log probabilities of a choice's tokens.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct ChoiceLogprobs {
+    /// The content's tokens, in order.
+    #[schema(required = true)]
+    pub content: Option<Vec<TokenLogprob>>,
+    /// Always null: the models write no refusals.
+    #[schema(required = true)]
+    pub refusal: Option<Vec<TokenLogprob>>,
+}
+
+/// One token of the answer: its text, its log probability, and the most likely tokens at its step.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct TokenLogprob {
+    /// The token's text. A token that holds part of a character has it as U+FFFD here; `bytes` has the
+    /// exact bytes.
+    pub token: String,
+    /// The natural log of the token's probability; at most 0.
+    pub logprob: f32,
+    /// The token's UTF-8 bytes: join them across tokens to rebuild characters a token split.
+    #[schema(required = true)]
+    pub bytes: Option<Vec<u8>>,
+    /// The `top_logprobs` most likely tokens at this step, most likely first (fewer where the grammar
+    /// allows fewer).
+    pub top_logprobs: Vec<TopLogprob>,
+}
+
+/// One of the most likely tokens at a step.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct TopLogprob {
+    pub token: String,
+    pub logprob: f32,
+    #[schema(required = true)]
+    pub bytes: Option<Vec<u8>>,
+}
+
+impl TopLogprob {
+    /// A token given as its bytes (its text lossy where they are not whole characters).
+    #[must_use]
+    pub fn new(bytes: Vec<u8>, logprob: f32) -> Self {
+        Self { token: String::from_utf8_lossy(&bytes).into_owned(), logprob, bytes: Some(bytes) }
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
@@ -399,8 +463,9 @@ impl UsageField {
 pub struct ChunkChoice {
     pub index: u32,
     pub delta: Delta,
-    #[schema(required = true, value_type = Option<Object>)]
-    pub logprobs: Option<Value>,
+    /// With `logprobs: true`, the tokens of this chunk's `delta.content`; otherwise null.
+    #[schema(required = true)]
+    pub logprobs: Option<ChoiceLogprobs>,
     /// Null until the last chunk of the choice.
     #[schema(required = true)]
     pub finish_reason: Option<FinishReason>,

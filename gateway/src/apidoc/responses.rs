@@ -7,7 +7,7 @@ use serde_json::Value;
 use utoipa::ToSchema;
 
 /// A Responses request. Parameters not listed here are refused by name (400 `unsupported_parameter` or
-/// `unknown_parameter`): `background`, `include`, `top_logprobs`, `truncation: auto`, `conversation`,
+/// `unknown_parameter`): an `include` other than `message.output_text.logprobs`, `truncation: auto`, `conversation`,
 /// `prompt`, `max_tool_calls`, a `reasoning.summary`, a `service_tier` other than `auto`/`default`.
 #[derive(Serialize, ToSchema)]
 pub struct ResponsesRequest {
@@ -61,6 +61,13 @@ pub struct ResponsesRequest {
     /// `auto`, `none`, `required` or `{"type": "function", "name": …}`; echoed in the Response.
     #[schema(value_type = Option<Object>)]
     pub tool_choice: Option<Value>,
+    /// `["message.output_text.logprobs"]`: the `output_text` part and the text events carry each token's
+    /// log probability (see chat's `logprobs`). Nothing else can be included. Refused with tools the model
+    /// may call.
+    pub include: Option<Vec<String>>,
+    /// 0 to 20: with the logprobs `include`, this many of the most likely tokens at each step.
+    #[schema(minimum = 0, maximum = 20)]
+    pub top_logprobs: Option<u32>,
 }
 
 /// A function the model may call.
@@ -189,6 +196,8 @@ pub struct ResponseObject {
     /// Echoed; `[]` by default.
     pub tools: Vec<FunctionTool>,
     pub top_p: f64,
+    /// Echoed.
+    pub top_logprobs: Option<u32>,
     #[schema(pattern = "^disabled$")]
     pub truncation: String,
     /// Null only while in progress (in stream events).
@@ -279,8 +288,8 @@ pub struct OutputText {
     pub text: String,
     #[schema(value_type = Vec<Object>)]
     pub annotations: Vec<Value>,
-    #[schema(value_type = Vec<Object>)]
-    pub logprobs: Vec<Value>,
+    /// The text's tokens with their log probabilities, with the logprobs `include`; `[]` otherwise.
+    pub logprobs: Vec<runaii_wire::TokenLogprob>,
 }
 
 #[derive(Serialize, ToSchema)]
@@ -341,6 +350,8 @@ pub struct ResponseStreamEvent {
     /// On `response.function_call_arguments.done`: the whole arguments text.
     #[schema(nullable = false)]
     pub arguments: Option<String>,
+    /// On `response.output_text.delta` and `.done`: the tokens of the text (all of them on `.done`) as
+    /// `{token, logprob, top_logprobs: [{token, logprob}]}`, with the logprobs `include`; `[]` otherwise.
     #[schema(nullable = false, value_type = Option<Vec<Object>>)]
     pub logprobs: Option<Vec<Value>>,
     /// On `error`: the error's code (see the 4xx/5xx answers).

@@ -1,6 +1,6 @@
 //! Which chat completion parameters runaii honours, and the refusal, by name, of every other one: a
-//! parameter accepted and then ignored (`logprobs: true` answered with `"logprobs": null`) is worse than
-//! a 400, because the client believes it got what it asked for.
+//! parameter accepted and then ignored (`n: 2` answered with one choice) is worse than a 400, because
+//! the client believes it got what it asked for.
 //!
 //! Every parameter of OpenAI's `CreateChatCompletionRequest` is listed in [`CHAT`], with runaii's
 //! extensions; a parameter outside the list is refused as unknown, as OpenAI refuses one.
@@ -17,9 +17,12 @@ pub enum Rule {
     /// Identifies the caller's end user; it never changes an answer (nor does it at OpenAI). Accepted as
     /// a string and written to the request's log line.
     Identifier,
-    /// Honoured only at values that ask for nothing runaii lacks (`logprobs: false`, `service_tier:
-    /// "auto"`); any other value is refused with the reason.
+    /// Honoured only at values that ask for nothing runaii lacks (`n: 1`, `service_tier: "auto"`); any
+    /// other value is refused with the reason.
     Only(fn(&Value) -> bool, &'static str),
+    /// Honoured at every well-formed value; one of the wrong type or out of range is refused by name
+    /// (`invalid_value`) before anything is held or sent.
+    Checked(fn(&Value) -> bool, &'static str),
 }
 
 fn absent(v: &Value) -> bool {
@@ -38,8 +41,13 @@ fn one_completion(v: &Value) -> bool {
     v.is_null() || v.as_i64() == Some(1)
 }
 
-fn no_top_logprobs(v: &Value) -> bool {
-    v.is_null() || v.as_i64() == Some(0)
+fn bool_or_null(v: &Value) -> bool {
+    v.is_null() || v.is_boolean()
+}
+
+/// `top_logprobs`: null or an integer from 0 to 20 (OpenAI's range).
+pub fn top_logprobs_in_range(v: &Value) -> bool {
+    v.is_null() || v.as_u64().is_some_and(|n| n <= u64::from(runaii_wire::MAX_TOP_LOGPROBS))
 }
 
 fn standard_tier(v: &Value) -> bool {
@@ -54,7 +62,6 @@ fn default_verbosity(v: &Value) -> bool {
     v.is_null() || v == "medium"
 }
 
-const LOGPROBS: &str = "log probabilities are not returned by this engine";
 const STORED: &str = "chat completions are not stored (the Responses API stores answers: /v1/responses)";
 
 /// Every documented chat parameter (OpenAI's spec 2.3.0 and the fields its SDKs send) and runaii's
@@ -79,8 +86,8 @@ pub const CHAT: &[(&str, Rule)] = &[
     ("reasoning_effort", Rule::Honoured),
     ("prompt_cache_key", Rule::Honoured),
     ("n", Rule::Only(one_completion, "only n=1 is supported: one completion per request")),
-    ("logprobs", Rule::Only(absent_or_false, LOGPROBS)),
-    ("top_logprobs", Rule::Only(no_top_logprobs, LOGPROBS)),
+    ("logprobs", Rule::Checked(bool_or_null, "logprobs must be true or false")),
+    ("top_logprobs", Rule::Checked(top_logprobs_in_range, "top_logprobs must be an integer from 0 to 20")),
     ("logit_bias", Rule::Only(absent_or_empty, "logit_bias is not supported by this engine")),
     ("store", Rule::Only(absent_or_false, STORED)),
     (
@@ -125,7 +132,7 @@ pub fn check_chat(request: &Map<String, Value>) -> Result<(), ApiError> {
 ///
 /// # Errors
 /// As [`check_chat`].
-pub fn check(request: &Map<String, Value>, rules: &[(&str, Rule)]) -> Result<(), ApiError> {
+pub fn check(request: &Map<String, Value>, rules: &[(&'static str, Rule)]) -> Result<(), ApiError> {
     for (name, value) in request {
         let Some((name, rule)) = rules.iter().find(|(known, _)| *known == name.as_str()) else {
             return Err(ApiError::UnsupportedParameter {
@@ -153,6 +160,10 @@ pub fn check(request: &Map<String, Value>, rules: &[(&str, Rule)]) -> Result<(),
                 return Err(ApiError::UnsupportedParameter { name: (*name).to_owned(), why, code: "unsupported_parameter" });
             }
             Rule::Only(..) => {}
+            Rule::Checked(valid, why) if !valid(value) => {
+                return Err(ApiError::InvalidRequest { message: (*why).to_owned(), param: Some(name), code: "invalid_value" });
+            }
+            Rule::Checked(..) => {}
         }
     }
     Ok(())
@@ -176,8 +187,6 @@ mod tests {
         let base = || json!({"model": "m", "messages": []});
         assert_eq!(refused(base()), None);
         for (name, neutral, asking) in [
-            ("logprobs", json!(false), json!(true)),
-            ("top_logprobs", json!(0), json!(2)),
             ("n", json!(1), json!(2)),
             ("store", json!(false), json!(true)),
             ("logit_bias", json!({}), json!({"50256": -100})),
@@ -198,5 +207,27 @@ mod tests {
         let mut long_user = base();
         long_user["user"] = json!("u".repeat(257));
         assert_eq!(refused(long_user).map(|r| r.0), Some("user".into()));
+    }
+
+    #[test]
+    fn logprobs_are_honoured_and_malformed_values_refused_by_name() {
+        let with = |fields: Value| {
+            let mut body = json!({"model": "m", "messages": []});
+            body.as_object_mut().unwrap().extend(fields.as_object().unwrap().clone());
+            refused(body)
+        };
+        for fine in
+            [json!({"logprobs": true, "top_logprobs": 20}), json!({"logprobs": false, "top_logprobs": 0}), json!({"logprobs": null})]
+        {
+            assert_eq!(with(fine.clone()), None, "{fine}");
+        }
+        for (fields, param) in [
+            (json!({"logprobs": true, "top_logprobs": 21}), "top_logprobs"),
+            (json!({"logprobs": true, "top_logprobs": -1}), "top_logprobs"),
+            (json!({"logprobs": true, "top_logprobs": 2.5}), "top_logprobs"),
+            (json!({"logprobs": "yes"}), "logprobs"),
+        ] {
+            assert_eq!(with(fields.clone()), Some((param.to_owned(), "invalid_value".to_owned())), "{fields}");
+        }
     }
 }

@@ -32,6 +32,8 @@ pub struct Prepared {
     pub tools: Option<Arc<ToolRequest>>,
     /// With tools and `response_format` together, the schema a text answer (not a call) must match.
     pub answer_validator: Option<Arc<OutputValidator>>,
+    /// With `logprobs: true`: how many alternatives each token lists.
+    pub logprobs: Option<usize>,
 }
 
 impl Prepared {
@@ -67,6 +69,7 @@ impl Prepared {
             cache_scope: cache_scope.clone(),
             priority,
             receipt,
+            logprobs: self.logprobs,
         };
         loaded.jobs.push(priority, cache_scope, job).map_err(|_| ApiError::Overloaded)?;
         Ok(receiver)
@@ -108,6 +111,7 @@ pub async fn prepare(
     if request.stream_options.is_some() && !request.stream {
         return Err(ApiError::invalid("stream_options is only allowed when stream is true", "stream_options"));
     }
+    let logprobs = logprobs(request, tools.as_ref())?;
     // Constrained JSON answers get the repetition guard and the closing bonus by default: that is where
     // small models loop. Tool calls are such JSON too, whenever the grammar holds the answer to JSON from
     // its first token.
@@ -148,7 +152,34 @@ pub async fn prepare(
     };
     // Under `tool_choice: none` the tools were only described: the answer is read as plain text.
     let tools = tools.filter(|t| t.choice != Choice::None).map(Arc::new);
-    Ok(Prepared { prompt, max_tokens, sampling, stop, constraint, tools, answer_validator })
+    Ok(Prepared { prompt, max_tokens, sampling, stop, constraint, tools, answer_validator, logprobs })
+}
+
+/// `logprobs` and `top_logprobs`, checked as OpenAI checks them: `top_logprobs` 0 to 20, and only with
+/// `logprobs: true`. Refused with tools that may be called: the answer's text is then read for calls
+/// (and in the generic format the content is a string inside the model's JSON), so its tokens are not
+/// the content's.
+fn logprobs(request: &ChatCompletionRequest, tools: Option<&ToolRequest>) -> Result<Option<usize>, ApiError> {
+    let top = request.top_logprobs.unwrap_or(0);
+    if top > runaii_wire::MAX_TOP_LOGPROBS {
+        return Err(ApiError::invalid(format!("top_logprobs must be between 0 and {}", runaii_wire::MAX_TOP_LOGPROBS), "top_logprobs"));
+    }
+    let Some(top) = request.wanted_logprobs() else {
+        if top > 0 {
+            return Err(ApiError::invalid("top_logprobs needs logprobs: true", "top_logprobs"));
+        }
+        return Ok(None);
+    };
+    if tools.is_some_and(|t| t.choice != Choice::None) {
+        return Err(ApiError::InvalidRequest {
+            message: "log probabilities are not returned with tools the model may call: the answer's text is read for calls, \
+                      so its tokens are not the content's. Send logprobs without tools, or with tool_choice `none`"
+                .into(),
+            param: Some("logprobs"),
+            code: "logprobs_unsupported",
+        });
+    }
+    Ok(Some(top as usize))
 }
 
 /// A tool request's constraint: the tools' grammar (which includes `response_format`), or with

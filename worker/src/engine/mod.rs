@@ -5,6 +5,7 @@
 mod admission;
 mod closing;
 mod load;
+mod logprobs;
 mod neighbours;
 mod prefix;
 mod queue;
@@ -24,7 +25,7 @@ use std::time::Instant;
 use llama_cpp_2::token::LlamaToken;
 use runaii_wire::cache_scope::CacheScope;
 use runaii_wire::priority::Priority;
-use runaii_wire::{FinishReason, Timings, Usage};
+use runaii_wire::{FinishReason, Timings, TokenLogprob, Usage};
 use tokio::sync::mpsc;
 
 use crate::constraint::Compiled;
@@ -50,15 +51,19 @@ pub struct Job {
     pub priority: Priority,
     /// Where what the request consumed is told once it leaves its sequence (`receipt.rs`).
     pub receipt: Option<receipt::ReceiptWriter>,
+    /// With `logprobs: true`: how many alternatives each token lists (`logprobs.rs`).
+    pub logprobs: Option<usize>,
 }
 
 /// What the engine tells a request, in order: deltas, then exactly one `Done` or `Failed`.
 #[derive(Debug)]
 pub enum Event {
     /// New text, how many tokens this request has generated so far, and how many of its prompt tokens
-    /// came from the cache (for the running usage of a stream a client may abandon).
+    /// came from the cache (for the running usage of a stream a client may abandon). With `logprobs`,
+    /// the entries of the tokens this text completes (empty otherwise).
     Delta {
         text: String,
+        logprobs: Vec<TokenLogprob>,
         completion_tokens: u32,
         cached_tokens: u32,
     },

@@ -6,6 +6,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use super::logprobs::{self, Allowed, Scored};
 use super::prefix::CachedPrefix;
 use super::queue::JobQueue;
 use super::slot::Active;
@@ -96,10 +97,13 @@ impl Scheduler<'_> {
             let last_chunk = take == active.pending.len();
             let seq = seq_id(index);
             let start = active.n_past();
+            // Forced tokens waiting to be scored: the logits of each fed position score the next token.
+            let scoring = active.logprobs.as_ref().map_or(0, |l| l.awaiting.len()).min(take);
+            let first_row = self.batch.n_tokens();
             let chunk: Vec<LlamaToken> = active.pending.drain(..take).collect();
             for (offset, &token) in chunk.iter().enumerate() {
                 let pos = i32::try_from(start + offset).unwrap_or(i32::MAX);
-                let wants_logits = last_chunk && offset + 1 == take;
+                let wants_logits = (last_chunk && offset + 1 == take) || offset < scoring;
                 if let Err(e) = self.batch.add(token, pos, &[seq], wants_logits) {
                     tracing::error!(error = %e, "batch full; this should not happen with the budget check");
                 }
@@ -107,6 +111,7 @@ impl Scheduler<'_> {
             active.in_cache.extend(chunk);
             active.last_fed = Instant::now();
             active.logits_at = last_chunk.then(|| self.batch.n_tokens() - 1);
+            active.forced_rows = (scoring > 0).then_some((first_row, scoring));
             budget -= take;
             fed.push(index);
         }
@@ -127,6 +132,9 @@ impl Scheduler<'_> {
         }
         let sample_started = Instant::now();
         for index in fed {
+            if let Some(rows) = self.slots[index].as_mut().and_then(|a| a.forced_rows.take()) {
+                self.score_forced(index, rows);
+            }
             let Some(at) = self.slots[index].as_mut().and_then(|a| a.logits_at.take()) else { continue };
             match self.sample(index, at) {
                 Step::Continue => {}
@@ -137,16 +145,32 @@ impl Scheduler<'_> {
         EngineStats::add(&self.stats.sample_micros, micros(sample_started));
     }
 
-    /// Samples one token for the sequence in `index`, feeds it to the constraint and the text.
+    /// Samples one token for the sequence in `index`, feeds it to the constraint and the text. A sequence
+    /// whose last forced tokens still wait for their log probabilities takes one more decode first.
     fn sample(&mut self, index: usize, at: i32) -> Step {
+        let step = self.sample_one(index, at);
+        if let (Step::Finish(reason), Some(active)) = (&step, self.slots[index].as_mut()) {
+            if active.ending.is_none() && active.logprobs.as_ref().is_some_and(|l| !l.awaiting.is_empty()) {
+                active.ending = Some(*reason);
+                return Step::Continue;
+            }
+        }
+        step
+    }
+
+    fn sample_one(&mut self, index: usize, at: i32) -> Step {
         let model = self.model;
         let logits = self.ctx.get_logits_ith(at);
         let Some(active) = self.slots[index].as_mut() else { return Step::Continue };
+        if let Some(reason) = active.ending {
+            // The decode that scored the last forced tokens: the answer was already complete.
+            return Step::Finish(reason);
+        }
         if active.first_sample.is_none() {
             active.first_sample = Some(Instant::now());
         }
-        let token = match pick(active, logits) {
-            Ok(token) => token,
+        let (token, scored) = match pick(active, logits) {
+            Ok(picked) => picked,
             Err(failure) => return Step::Fail(failure),
         };
         if model.vocab().is_eog(token) {
@@ -162,13 +186,20 @@ impl Scheduler<'_> {
         let produced = u32::try_from(fed.len()).unwrap_or(u32::MAX);
         active.generated += produced;
         EngineStats::add(&self.stats.completion_tokens, u64::from(produced));
-        for &t in &fed {
+        // Fed at the next decode, whether it samples or only scores the forced tokens.
+        active.pending = fed;
+        let mut scored = scored;
+        for i in 0..active.pending.len() {
+            let t = active.pending[i];
             let piece = model.vocab().token_to_piece(t, false, None);
             active.sampler.record(u32::try_from(t.0).unwrap_or(u32::MAX), &piece);
-            let released = active.text.push(&piece);
-            if !released.text.is_empty() {
-                active.send(Event::Delta { text: released.text, completion_tokens: active.generated, cached_tokens: active.cached_tokens });
+            if let Some(scores) = &mut active.logprobs {
+                // The sampled token is scored now; the forced ones after it when their logits come.
+                let entry = scored.take().map(|s| logprobs::entry(piece.clone(), s, |id| alternative_piece(model, id)));
+                scores.push(piece.len(), entry);
             }
+            let released = active.text.push(&piece);
+            active.tell(released.text);
             if released.stopped {
                 return Step::Finish(FinishReason::Stop);
             }
@@ -181,16 +212,25 @@ impl Scheduler<'_> {
         if active.generated >= active.job.max_tokens {
             return Step::Finish(FinishReason::Length);
         }
-        active.pending = fed;
         Step::Continue
+    }
+
+    /// Scores the forced tokens whose logits the decode just computed, in `rows` (first, count).
+    fn score_forced(&mut self, index: usize, (first, count): (i32, usize)) {
+        let model = self.model;
+        let Some(scores) = self.slots[index].as_mut().and_then(|a| a.logprobs.as_mut()) else { return };
+        for row in 0..count {
+            let Some((token, mask)) = scores.awaiting.pop_front() else { break };
+            let logits = self.ctx.get_logits_ith(first + i32::try_from(row).unwrap_or(i32::MAX));
+            let scored = logprobs::score(logits, &Allowed::Mask(&mask), token, scores.top);
+            let piece = model.vocab().token_to_piece(token_of(token as usize), false, None);
+            scores.scored_forced(logprobs::entry(piece, scored, |id| alternative_piece(model, id)));
+        }
     }
 
     fn finish(&mut self, index: usize, reason: FinishReason) {
         if let Some(mut active) = self.release(index) {
-            let rest = active.text.finish();
-            if !rest.is_empty() {
-                active.send(Event::Delta { text: rest, completion_tokens: active.generated, cached_tokens: active.cached_tokens });
-            }
+            active.tell_rest();
             EngineStats::add(&self.stats.finished, 1);
             let done = active.finished(reason);
             self.stats.latency.observe(&done.timings);
@@ -240,35 +280,49 @@ fn seq_id(index: usize) -> i32 {
     i32::try_from(index).unwrap_or(i32::MAX)
 }
 
-/// Chooses the next token under the request's constraint.
-fn pick(active: &mut Active, logits: &[f32]) -> Result<LlamaToken, EngineFailure> {
+/// Chooses the next token under the request's constraint and, when the request asked for log
+/// probabilities, scores it under the same mask.
+fn pick(active: &mut Active, logits: &[f32]) -> Result<(LlamaToken, Option<Scored>), EngineFailure> {
     let no_token = || EngineFailure::Constraint("the grammar allows no token at this point".into());
-    let token = match &mut active.constraint {
-        None => active.sampler.sample(logits, |_| true),
+    let top = active.logprobs.as_ref().map(|l| l.top);
+    let (token, scored) = match &mut active.constraint {
+        None => {
+            let token = active.sampler.sample(logits, |_| true).ok_or_else(no_token)?;
+            (token, top.map(|top| logprobs::score(logits, &Allowed::All, token, top)))
+        }
         Some(ActiveConstraint::Llguidance(matcher)) => {
             let mask = matcher.compute_mask_or_eos().map_err(|e| EngineFailure::Constraint(e.to_string()))?;
-            active.sampler.sample(logits, |id| mask.is_allowed(id))
+            let token = active.sampler.sample(logits, |id| mask.is_allowed(id)).ok_or_else(no_token)?;
+            (token, top.map(|top| logprobs::score(logits, &Allowed::Mask(&mask), token, top)))
         }
         Some(ActiveConstraint::Gbnf(grammar)) => {
             // llama-server's trick: try the unconstrained choice first and mask the whole vocabulary only
             // when the grammar rejects it; masking 49k candidates through llama.cpp's grammar every step
-            // halves the speed.
+            // halves the speed. Log probabilities need the whole mask: only a request that asked pays.
             let first = active.sampler.sample(logits, |_| true).ok_or_else(no_token)?;
-            if gbnf_allows(grammar, first, logits) {
-                Some(first)
+            let mut allowed = None;
+            let token = if gbnf_allows(grammar, first, logits) {
+                first
             } else {
-                let mut all = LlamaTokenDataArray::new(
-                    logits.iter().enumerate().map(|(id, &l)| LlamaTokenData::new(token_of(id), l, 0.0)).collect(),
-                    false,
-                );
-                all.apply_sampler(grammar);
-                let allowed: Vec<bool> = all.data.iter().map(|d| d.logit().is_finite()).collect();
-                active.sampler.sample(logits, |id| allowed.get(id as usize).copied().unwrap_or(false))
-            }
+                let listed = allowed.insert(gbnf_mask(grammar, logits));
+                active.sampler.sample(logits, |id| listed.get(id as usize).copied().unwrap_or(false)).ok_or_else(no_token)?
+            };
+            let scored = top.map(|top| {
+                let listed = allowed.get_or_insert_with(|| gbnf_mask(grammar, logits));
+                logprobs::score(logits, &Allowed::Listed(listed), token, top)
+            });
+            (token, scored)
         }
     };
-    let token = token.ok_or_else(no_token)?;
-    Ok(LlamaToken(i32::try_from(token).map_err(|_| no_token())?))
+    Ok((LlamaToken(i32::try_from(token).map_err(|_| no_token())?), scored))
+}
+
+/// Which tokens the GBNF grammar allows next, by id.
+fn gbnf_mask(grammar: &mut llama_cpp_2::sampling::LlamaSampler, logits: &[f32]) -> Vec<bool> {
+    let mut all =
+        LlamaTokenDataArray::new(logits.iter().enumerate().map(|(id, &l)| LlamaTokenData::new(token_of(id), l, 0.0)).collect(), false);
+    all.apply_sampler(grammar);
+    all.data.iter().map(|d| d.logit().is_finite()).collect()
 }
 
 fn gbnf_allows(grammar: &mut llama_cpp_2::sampling::LlamaSampler, token: u32, logits: &[f32]) -> bool {
@@ -276,6 +330,18 @@ fn gbnf_allows(grammar: &mut llama_cpp_2::sampling::LlamaSampler, token: u32, lo
     let mut one = LlamaTokenDataArray::new(vec![LlamaTokenData::new(token_of(token as usize), logit, 0.0)], false);
     one.apply_sampler(grammar);
     one.data.first().is_some_and(|d| d.logit().is_finite())
+}
+
+/// An alternative token's bytes: its text, or for a control token with no text (end of turn) its name,
+/// so that a reader sees what the model weighed.
+fn alternative_piece(model: &LlamaModel, id: u32) -> Vec<u8> {
+    let token = token_of(id as usize);
+    let piece = model.vocab().token_to_piece(token, false, None);
+    if piece.is_empty() {
+        model.vocab().token_to_piece(token, true, None)
+    } else {
+        piece
+    }
 }
 
 fn token_of(id: usize) -> LlamaToken {
@@ -300,7 +366,17 @@ fn advance_constraint(active: &mut Active, token: LlamaToken) -> Result<Vec<Llam
             let forced = matcher.compute_ff_tokens();
             let budget = active.job.max_tokens.saturating_sub(active.generated + 1) as usize;
             let forced = &forced[..forced.len().min(budget)];
-            matcher.consume_tokens(forced).map_err(|e| EngineFailure::Constraint(e.to_string()))?;
+            match &mut active.logprobs {
+                None => matcher.consume_tokens(forced).map_err(|e| EngineFailure::Constraint(e.to_string()))?,
+                // Each forced token is scored later under the mask the grammar allowed before it.
+                Some(scores) => {
+                    for &t in forced {
+                        let mask = matcher.compute_mask_or_eos().map_err(|e| EngineFailure::Constraint(e.to_string()))?;
+                        matcher.consume_token(t).map_err(|e| EngineFailure::Constraint(e.to_string()))?;
+                        scores.awaiting.push_back((t, mask));
+                    }
+                }
+            }
             Ok(forced.iter().map(|&t| token_of(t as usize)).collect())
         }
     }

@@ -7,6 +7,7 @@ use llama_cpp_2::token::LlamaToken;
 use runaii_wire::priority::Priority;
 use runaii_wire::{FinishReason, Timings, Usage};
 
+use super::logprobs::TokenLogprobs;
 use super::sampler::Sampler;
 use super::text::TextAssembler;
 use super::{Event, Finished, Job};
@@ -37,6 +38,14 @@ pub(super) struct Active {
     pub last_fed: Instant,
     /// Where this sequence's logits sit in the batch just decoded.
     pub logits_at: Option<i32>,
+    /// With `logprobs: true`: the tokens' log probabilities and the text held back for them.
+    pub logprobs: Option<TokenLogprobs>,
+    /// The rows of the batch just decoded whose logits score forced tokens (`logprobs.rs`): the first
+    /// row and how many.
+    pub forced_rows: Option<(i32, usize)>,
+    /// The answer has ended, but its last forced tokens wait for the logits that score them: they are
+    /// fed once more, then it finishes for this reason without sampling.
+    pub ending: Option<FinishReason>,
 }
 
 impl Active {
@@ -46,6 +55,7 @@ impl Active {
         let sampler = Sampler::new(job.sampling).closing_json(job.max_tokens, first_bytes);
         let text = TextAssembler::new(job.stop.clone());
         let cached_tokens = u32::try_from(kept.len()).unwrap_or(u32::MAX);
+        let logprobs = job.logprobs.map(TokenLogprobs::new);
         Self {
             pending: job.prompt.get(kept.len()..).unwrap_or_default().to_vec(),
             job,
@@ -59,6 +69,9 @@ impl Active {
             first_sample: None,
             last_fed: Instant::now(),
             logits_at: None,
+            logprobs,
+            forced_rows: None,
+            ending: None,
         }
     }
 
@@ -85,6 +98,30 @@ impl Active {
     pub fn send(&self, event: Event) {
         // A closed channel means the client left; the scheduler frees the slot on its next pass.
         let _ = self.job.events.send(event);
+    }
+
+    /// Sends text the answer released, with the log probabilities of the tokens it completes when the
+    /// request asked for them (held back while one of those still waits for its logits).
+    pub fn tell(&mut self, text: String) {
+        let delta = match &mut self.logprobs {
+            None => (!text.is_empty()).then(|| (text, Vec::new())),
+            Some(logprobs) => logprobs.release(text, self.text.through()),
+        };
+        if let Some((text, logprobs)) = delta {
+            self.send(Event::Delta { text, logprobs, completion_tokens: self.generated, cached_tokens: self.cached_tokens });
+        }
+    }
+
+    /// Sends whatever the answer still holds, at its end.
+    pub fn tell_rest(&mut self) {
+        let rest = self.text.finish();
+        let (text, logprobs) = match &mut self.logprobs {
+            None => (rest, Vec::new()),
+            Some(logprobs) => logprobs.finish(rest, self.text.matched_stop().map(|_| self.text.through())),
+        };
+        if !text.is_empty() || !logprobs.is_empty() {
+            self.send(Event::Delta { text, logprobs, completion_tokens: self.generated, cached_tokens: self.cached_tokens });
+        }
     }
 
     pub fn finished(&self, finish_reason: FinishReason) -> Finished {

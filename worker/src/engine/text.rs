@@ -8,6 +8,12 @@ pub struct TextAssembler {
     held: String,
     stops: Vec<String>,
     matched: Option<String>,
+    /// Bytes pushed so far.
+    pushed: usize,
+    /// The answer's bytes released so far (where a stop sequence began, once one did): what the tokens'
+    /// log probabilities are matched against (`logprobs.rs`). Counted in the text's bytes, which are the
+    /// tokens' bytes wherever those are valid UTF-8.
+    through: usize,
 }
 
 /// What one step released.
@@ -25,12 +31,19 @@ impl TextAssembler {
         self.matched.as_deref()
     }
 
+    /// How many of the answer's bytes are released; once a stop sequence matched, where it began.
+    #[must_use]
+    pub fn through(&self) -> usize {
+        self.through
+    }
+
     #[must_use]
     pub fn new(stops: Vec<String>) -> Self {
         Self { stops: stops.into_iter().filter(|s| !s.is_empty()).collect(), ..Self::default() }
     }
 
     pub fn push(&mut self, bytes: &[u8]) -> Released {
+        self.pushed += bytes.len();
         self.pending_bytes.extend_from_slice(bytes);
         let valid = match std::str::from_utf8(&self.pending_bytes) {
             Ok(_) => self.pending_bytes.len(),
@@ -49,8 +62,12 @@ impl TextAssembler {
         self.release()
     }
 
-    /// Everything still held, at the end of generation.
+    /// Everything still held, at the end of generation. Nothing after a stop sequence.
     pub fn finish(&mut self) -> String {
+        if self.matched.is_some() {
+            return String::new();
+        }
+        self.through = self.pushed;
         let mut rest = std::mem::take(&mut self.held);
         if !self.pending_bytes.is_empty() {
             rest.push_str(&String::from_utf8_lossy(&self.pending_bytes));
@@ -64,14 +81,21 @@ impl TextAssembler {
         if let Some(at) = first_stop {
             self.matched = self.stops.iter().find(|s| self.held[at..].starts_with(s.as_str())).cloned();
             let text = self.held[..at].to_owned();
+            self.through = self.unreleased_from() + at;
             self.held.clear();
             return Released { text, stopped: true };
         }
         let keep = self.stops.iter().map(|s| partial_suffix(&self.held, s)).max().unwrap_or(0);
         let cut = self.held.len() - keep;
         let text = self.held[..cut].to_owned();
+        self.through = self.unreleased_from() + cut;
         self.held.drain(..cut);
         Released { text, stopped: false }
+    }
+
+    /// Where the held text begins in the answer's bytes.
+    fn unreleased_from(&self) -> usize {
+        self.pushed.saturating_sub(self.pending_bytes.len() + self.held.len())
     }
 }
 
@@ -110,6 +134,25 @@ mod tests {
         assert_eq!(t.push(b"x").text, "Ex");
         assert_eq!(t.push(b"EN").text, "");
         assert_eq!(t.finish(), "EN");
+    }
+
+    #[test]
+    fn through_counts_the_released_bytes_and_stops_where_the_stop_began() {
+        let mut t = TextAssembler::new(vec!["END".into()]);
+        t.push(b"ab");
+        assert_eq!(t.through(), 2);
+        t.push("€".as_bytes().get(..1).unwrap_or_default());
+        assert_eq!(t.through(), 2, "half a character is not released");
+        t.push("€".as_bytes().get(1..).unwrap_or_default());
+        t.push(b" E");
+        assert_eq!(t.through(), 6, "`E` may begin the stop");
+        t.push(b"ND more");
+        assert_eq!(t.through(), 6);
+        assert_eq!(t.finish(), "", "nothing after a stop");
+        assert_eq!(t.through(), 6);
+        let mut plain = TextAssembler::new(vec![]);
+        plain.push(&[0xE2]);
+        assert_eq!((plain.finish(), plain.through()), ("\u{fffd}".to_owned(), 1));
     }
 
     #[test]

@@ -8,7 +8,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use runaii_wire::cache_scope::{self, CacheScope};
 use runaii_wire::priority::{self, Priority};
-use runaii_wire::{AssistantMessage, ChatCompletion, ChatCompletionRequest, Choice};
+use runaii_wire::{AssistantMessage, ChatCompletion, ChatCompletionRequest, Choice, ChoiceLogprobs};
 use tracing::Instrument as _;
 
 use super::shape::{tool_call, ResponseMeta};
@@ -62,6 +62,7 @@ async fn handle(state: &AppState, headers: &HeaderMap, body: Result<Bytes, Bytes
     }
     let validator = prepared.validator();
     let tools = prepared.tools.clone();
+    let logprobs = prepared.logprobs.is_some();
     let prepared_prompt_tokens = u32::try_from(prepared.prompt.len()).unwrap_or(u32::MAX);
     // The gateway's request id files what this request consumes, for a gateway that cuts it.
     let request_id = headers.get("x-request-id").and_then(|v| v.to_str().ok());
@@ -72,35 +73,42 @@ async fn handle(state: &AppState, headers: &HeaderMap, body: Result<Bytes, Bytes
     let generation = tracing::info_span!("generate", prompt_tokens = i64::from(prepared_prompt_tokens), stream = request.stream);
     if request.stream {
         let include_usage = request.include_usage();
-        return Ok(generation.in_scope(|| stream::respond(meta, events, validator, tools, include_usage, prepared_prompt_tokens)));
+        let writer = stream::ChunkWriter::new(meta, include_usage, prepared_prompt_tokens, logprobs);
+        return Ok(generation.in_scope(|| stream::respond(writer, events, validator, tools)));
     }
-    collect(meta, events, validator, tools).instrument(generation).await.map(|c| Json(c).into_response())
+    collect(meta, events, validator, tools, logprobs).instrument(generation).await.map(|c| Json(c).into_response())
 }
 
 /// Waits for the whole answer. If the client goes away this future is dropped, which closes the event
-/// channel and frees the slot.
+/// channel and frees the slot. `logprobs`: the request asked for them.
 async fn collect(
     meta: ResponseMeta,
     mut events: tokio::sync::mpsc::UnboundedReceiver<Event>,
     validator: Option<std::sync::Arc<crate::constraint::OutputValidator>>,
     tools: Option<std::sync::Arc<ToolRequest>>,
+    logprobs: bool,
 ) -> Result<ChatCompletion, ApiError> {
     let mut content = String::new();
+    let mut tokens = Vec::new();
     while let Some(event) = events.recv().await {
         match event {
-            Event::Delta { text, .. } => content.push_str(&text),
+            Event::Delta { text, logprobs, .. } => {
+                content.push_str(&text);
+                tokens.extend(logprobs);
+            }
             Event::Failed(failure) => return Err(failure.into()),
             Event::Done(done) => {
                 let ending = answer::conclude(content, done.finish_reason, tools.as_deref(), validator.as_deref())?;
                 let calls = (!ending.calls.is_empty()).then(|| ending.calls.into_iter().map(tool_call).collect());
                 let message = AssistantMessage { role: "assistant".into(), content: ending.content, refusal: None, tool_calls: calls };
                 let finish_reason = ending.finish_reason;
+                let logprobs = logprobs.then_some(ChoiceLogprobs { content: Some(tokens), refusal: None });
                 return Ok(ChatCompletion {
                     id: meta.id,
                     object: "chat.completion".into(),
                     created: meta.created,
                     model: meta.model,
-                    choices: vec![Choice { index: 0, message, logprobs: None, finish_reason, stop_sequence: done.stop_sequence }],
+                    choices: vec![Choice { index: 0, message, logprobs, finish_reason, stop_sequence: done.stop_sequence }],
                     usage: done.usage,
                     system_fingerprint: None,
                     timings: Some(done.timings),

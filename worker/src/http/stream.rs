@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
-use runaii_wire::{ChatCompletionChunk, ChunkChoice, Delta, FinishReason, Usage, UsageField};
+use runaii_wire::{ChatCompletionChunk, ChoiceLogprobs, ChunkChoice, Delta, FinishReason, TokenLogprob, Usage, UsageField};
 use serde_json::json;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
@@ -26,28 +26,41 @@ use crate::tools::ToolRequest;
 type Sender = mpsc::Sender<Result<SseEvent, Infallible>>;
 
 pub(super) fn respond(
-    meta: ResponseMeta,
+    writer: ChunkWriter,
     events: mpsc::UnboundedReceiver<Event>,
     validator: Option<Arc<OutputValidator>>,
     tools: Option<Arc<ToolRequest>>,
-    include_usage: bool,
-    prompt_tokens: u32,
 ) -> Response {
     let (tx, rx) = mpsc::channel(64);
     let tools = tools.map(|t| ToolState { splitter: Splitter::new(t.format), request: t, calls: 0 });
     // In the request's span, which then lasts until the last chunk.
-    let writer = ChunkWriter { meta, include_usage, prompt_tokens };
     tokio::spawn(relay(writer, events, validator, tools, tx).in_current_span());
     Sse::new(ReceiverStream::new(rx)).keep_alive(KeepAlive::default()).into_response()
 }
 
-struct ChunkWriter {
+/// How one stream's chunks are written.
+pub(super) struct ChunkWriter {
     meta: ResponseMeta,
     include_usage: bool,
     prompt_tokens: u32,
+    /// The request asked for log probabilities: each content chunk carries its tokens'.
+    logprobs: bool,
 }
 
 impl ChunkWriter {
+    pub(super) fn new(meta: ResponseMeta, include_usage: bool, prompt_tokens: u32, logprobs: bool) -> Self {
+        Self { meta, include_usage, prompt_tokens, logprobs }
+    }
+
+    /// A content chunk, with its tokens' log probabilities when the request asked for them.
+    fn content(&self, text: String, tokens: Vec<TokenLogprob>) -> ChatCompletionChunk {
+        let mut chunk = self.chunk(Delta { content: Some(text), ..Delta::default() }, None);
+        if self.logprobs {
+            chunk.choices[0].logprobs = Some(ChoiceLogprobs { content: Some(tokens), refusal: None });
+        }
+        chunk
+    }
+
     fn chunk(&self, delta: Delta, finish_reason: Option<FinishReason>) -> ChatCompletionChunk {
         self.base(vec![ChunkChoice { index: 0, delta, logprobs: None, finish_reason, stop_sequence: None }])
     }
@@ -134,19 +147,22 @@ async fn relay(
             event = events.recv() => event,
         };
         let (outgoing, ended) = match event {
-            Some(Event::Delta { text, completion_tokens, cached_tokens }) => {
+            Some(Event::Delta { text, logprobs, completion_tokens, cached_tokens }) => {
                 if validator.is_some() || tools.is_some() {
                     content.push_str(&text);
                 }
-                let deltas = match &mut tools {
-                    None => Ok(vec![Delta { content: Some(text), ..Delta::default() }]),
-                    Some(state) => state.splitter.push(&state.request, &text).map(|pieces| state.deltas(pieces)),
+                // (A request with tools that may be called has no log probabilities: `completion::logprobs`.)
+                let chunks = match &mut tools {
+                    None => Ok(vec![writer.content(text, logprobs)]),
+                    Some(state) => state
+                        .splitter
+                        .push(&state.request, &text)
+                        .map(|pieces| state.deltas(pieces).into_iter().map(|d| writer.chunk(d, None)).collect()),
                 };
-                match deltas {
-                    Ok(deltas) => {
+                match chunks {
+                    Ok(mut chunks) => {
                         // Every chunk carries the running usage, so a client that leaves is billed for what
                         // it got. Text held back (a call until it closes) sends nothing yet.
-                        let mut chunks: Vec<ChatCompletionChunk> = deltas.into_iter().map(|d| writer.chunk(d, None)).collect();
                         for chunk in &mut chunks {
                             chunk.running_usage = Some(Usage::new(writer.prompt_tokens, completion_tokens).with_cached(cached_tokens));
                         }

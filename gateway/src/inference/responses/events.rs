@@ -10,7 +10,7 @@ use bytes::Bytes;
 use rust_decimal::Decimal;
 use serde_json::{json, Value};
 
-use super::object::{output_text, Answer, Shell};
+use super::object::{event_logprobs, output_text, Answer, Shell};
 use super::store::Keeper;
 use super::tools::function_call_item;
 use crate::billing::json_with_cost;
@@ -28,6 +28,8 @@ pub struct ResponseEvents {
     keeper: Option<Keeper>,
     sequence: u64,
     text: String,
+    /// The text's tokens with their log probabilities (chat's entries), when the request asked for them.
+    logprobs: Vec<Value>,
     /// The message item's place in `output`, once announced.
     message_index: Option<usize>,
     /// The calls, by their chat `index`.
@@ -39,7 +41,17 @@ pub struct ResponseEvents {
 
 impl ResponseEvents {
     pub fn new(shell: Shell, keeper: Option<Keeper>) -> Self {
-        Self { shell, keeper, sequence: 0, text: String::new(), message_index: None, calls: Vec::new(), items: 0, cut: false }
+        Self {
+            shell,
+            keeper,
+            sequence: 0,
+            text: String::new(),
+            logprobs: Vec::new(),
+            message_index: None,
+            calls: Vec::new(),
+            items: 0,
+            cut: false,
+        }
     }
 
     /// One event; `body` is serialized text so the cost can keep its exact digits.
@@ -62,9 +74,9 @@ impl ResponseEvents {
         let index = self.items;
         self.items += 1;
         self.message_index = Some(index);
-        let item = self.shell.message("", "in_progress");
+        let item = self.shell.message("", &[], "in_progress");
         let mut part = self.part_fields(index);
-        part["part"] = output_text("");
+        part["part"] = output_text("", &[]);
         events.push(self.event("response.output_item.added", json!({"output_index": index, "item": item})));
         events.push(self.event("response.content_part.added", part));
         index
@@ -97,15 +109,18 @@ impl ResponseEvents {
     }
 
     fn close_message(&mut self, index: usize, status: &str, events: &mut Vec<Bytes>) {
-        let text = self.text.clone();
+        // The entries are taken while the events are written (`event` borrows `self`), then put back for
+        // the final Response.
+        let (text, logprobs) = (self.text.clone(), std::mem::take(&mut self.logprobs));
         let mut done = self.part_fields(index);
         done["text"] = json!(text);
-        done["logprobs"] = json!([]);
+        done["logprobs"] = event_logprobs(&logprobs);
         events.push(self.event("response.output_text.done", done));
         let mut part = self.part_fields(index);
-        part["part"] = output_text(&text);
+        part["part"] = output_text(&text, &logprobs);
         events.push(self.event("response.content_part.done", part));
-        let item = self.shell.message(&text, status);
+        let item = self.shell.message(&text, &logprobs, status);
+        self.logprobs = logprobs;
         events.push(self.event("response.output_item.done", json!({"output_index": index, "item": item})));
     }
 
@@ -139,13 +154,17 @@ impl Events for ResponseEvents {
         for call in choice["delta"]["tool_calls"].as_array().into_iter().flatten() {
             self.call_delta(call, &mut events);
         }
-        if let Some(delta) = choice["delta"]["content"].as_str().filter(|d| !d.is_empty()) {
+        let delta = choice["delta"]["content"].as_str().unwrap_or_default();
+        let tokens = choice["logprobs"]["content"].as_array().map_or(&[][..], Vec::as_slice);
+        // A delta with no text may still end a token that began in the last one (a stop sequence cut it).
+        if !delta.is_empty() || !tokens.is_empty() {
             let delta = delta.to_owned();
             self.text.push_str(&delta);
+            self.logprobs.extend_from_slice(tokens);
             let index = self.announce_message(&mut events);
             let mut fields = self.part_fields(index);
             fields["delta"] = json!(delta);
-            fields["logprobs"] = json!([]);
+            fields["logprobs"] = event_logprobs(tokens);
             events.push(self.event("response.output_text.delta", fields));
         }
         events
@@ -163,7 +182,7 @@ impl Events for ResponseEvents {
         }
         self.close_calls(status, &mut events);
         let calls: Vec<Value> = self.calls.iter().map(|c| c.call.clone()).collect();
-        let answer = Answer { text: &self.text, calls: &calls, cut: self.cut, usage: &usage_chunk["usage"] };
+        let answer = Answer { text: &self.text, logprobs: &self.logprobs, calls: &calls, cut: self.cut, usage: &usage_chunk["usage"] };
         let response = self.shell.response(Some(answer));
         let response_text = json_with_cost(&response, cost);
         if let Some(keeper) = &self.keeper {

@@ -56,8 +56,9 @@ impl Dialect for Responses {
         let choice = &answer["choices"][0];
         let calls = choice["message"]["tool_calls"].as_array().map_or(&[][..], Vec::as_slice);
         let text = choice["message"]["content"].as_str().unwrap_or_default();
+        let logprobs = choice["logprobs"]["content"].as_array().map_or(&[][..], Vec::as_slice);
         let cut = choice["finish_reason"] == "length";
-        let response = self.shell.response(Some(object::Answer { text, calls, cut, usage: &answer["usage"] }));
+        let response = self.shell.response(Some(object::Answer { text, logprobs, calls, cut, usage: &answer["usage"] }));
         let body = json_with_cost(&response, cost);
         if let Some(keeper) = &self.keeper {
             keeper.keep(&self.shell.id, response["status"].as_str().unwrap_or("completed"), &response["output"], &body).await;
@@ -84,6 +85,7 @@ fn in_responses_terms(error: ApiError) -> ApiError {
         "max_tokens" | "max_completion_tokens" => "max_output_tokens".to_owned(),
         "messages" => "input".to_owned(),
         "response_format" => "text.format".to_owned(),
+        "logprobs" => "include".to_owned(),
         _ => field,
     });
     ApiError::UpstreamRejected { message, param, check }

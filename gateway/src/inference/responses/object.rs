@@ -4,11 +4,12 @@ use serde_json::{json, Value};
 
 use super::tools::function_call_item;
 
-/// What the model answered: its text, its tool calls (chat's shape), whether the token limit cut it,
-/// and the usage as recorded.
+/// What the model answered: its text, its tokens' log probabilities (chat's entries, when asked for),
+/// its tool calls (chat's shape), whether the token limit cut it, and the usage as recorded.
 #[derive(Debug, Clone, Copy)]
 pub struct Answer<'a> {
     pub text: &'a str,
+    pub logprobs: &'a [Value],
     pub calls: &'a [Value],
     pub cut: bool,
     pub usage: &'a Value,
@@ -39,13 +40,13 @@ impl Shell {
     }
 
     /// The output message item.
-    pub fn message(&self, text: &str, status: &str) -> Value {
+    pub fn message(&self, text: &str, logprobs: &[Value], status: &str) -> Value {
         json!({
             "id": self.message_id,
             "type": "message",
             "status": status,
             "role": "assistant",
-            "content": if status == "in_progress" { json!([]) } else { json!([output_text(text)]) },
+            "content": if status == "in_progress" { json!([]) } else { json!([output_text(text, logprobs)]) },
         })
     }
 
@@ -54,7 +55,7 @@ impl Shell {
     pub fn output(&self, answer: &Answer<'_>, status: &str) -> Value {
         let mut items = Vec::new();
         if !answer.text.is_empty() || answer.calls.is_empty() {
-            items.push(self.message(answer.text, status));
+            items.push(self.message(answer.text, answer.logprobs, status));
         }
         items.extend(answer.calls.iter().map(|call| function_call_item(call, status)));
         Value::Array(items)
@@ -94,6 +95,7 @@ impl Shell {
             "tool_choice": or("tool_choice", json!("auto")),
             "tools": or("tools", json!([])),
             "top_p": or("top_p", json!(1.0)),
+            "top_logprobs": or("top_logprobs", Value::Null),
             "truncation": "disabled",
             "usage": usage,
             "user": or("user", Value::Null),
@@ -102,8 +104,27 @@ impl Shell {
     }
 }
 
-pub fn output_text(text: &str) -> Value {
-    json!({"type": "output_text", "text": text, "annotations": [], "logprobs": []})
+/// An `output_text` part. `logprobs` are chat's token entries (`{token, logprob, bytes, top_logprobs}`),
+/// which are the Responses part's shape too.
+pub fn output_text(text: &str, logprobs: &[Value]) -> Value {
+    json!({"type": "output_text", "text": text, "annotations": [], "logprobs": logprobs})
+}
+
+/// Chat's token entries as a Responses text event carries them: `{token, logprob, top_logprobs:
+/// [{token, logprob}]}` (the events' shape has no `bytes`).
+pub fn event_logprobs(entries: &[Value]) -> Value {
+    let token = |e: &Value| json!({"token": e["token"], "logprob": e["logprob"]});
+    Value::Array(
+        entries
+            .iter()
+            .map(|e| {
+                let top: Vec<Value> = e["top_logprobs"].as_array().map_or(&[][..], Vec::as_slice).iter().map(token).collect();
+                let mut entry = token(e);
+                entry["top_logprobs"] = Value::Array(top);
+                entry
+            })
+            .collect(),
+    )
 }
 
 /// Chat usage → Responses usage (`input_tokens` counts the cached ones too, as OpenAI's does). `cost` is
@@ -123,6 +144,16 @@ fn responses_usage(chat: &Value) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn events_carry_the_entries_without_bytes() {
+        let entry = json!({"token": "Hi", "logprob": -0.25, "bytes": [72, 105], "top_logprobs": [{"token": "Hi", "logprob": -0.25, "bytes": [72, 105]}]});
+        assert_eq!(
+            event_logprobs(std::slice::from_ref(&entry)),
+            json!([{"token": "Hi", "logprob": -0.25, "top_logprobs": [{"token": "Hi", "logprob": -0.25}]}])
+        );
+        assert_eq!(output_text("Hi", std::slice::from_ref(&entry))["logprobs"], json!([entry]), "the part keeps chat's entries whole");
+    }
 
     #[test]
     fn cached_tokens_are_part_of_the_input_tokens() {

@@ -3,7 +3,7 @@
 
 use serde_json::{Map, Value};
 
-use crate::inference::parameters::Rule;
+use crate::inference::parameters::{top_logprobs_in_range, Rule};
 
 fn absent(v: &Value) -> bool {
     v.is_null()
@@ -13,12 +13,11 @@ fn absent_or_false(v: &Value) -> bool {
     v.is_null() || *v == Value::Bool(false)
 }
 
-fn no_includes(v: &Value) -> bool {
-    v.is_null() || v.as_array().is_some_and(Vec::is_empty)
-}
+/// What `include` may name: the output text's log probabilities, nothing else.
+pub const INCLUDE_LOGPROBS: &str = "message.output_text.logprobs";
 
-fn no_top_logprobs(v: &Value) -> bool {
-    v.is_null() || v.as_i64() == Some(0)
+fn logprobs_include_only(v: &Value) -> bool {
+    v.is_null() || v.as_array().is_some_and(|items| items.iter().all(|i| i == INCLUDE_LOGPROBS))
 }
 
 fn standard_tier(v: &Value) -> bool {
@@ -42,8 +41,6 @@ fn object_or_null(v: &Value) -> bool {
     v.is_null() || v.is_object()
 }
 
-const LOGPROBS: &str = "log probabilities are not returned by this engine";
-
 /// Every documented `CreateResponse` parameter, with runaii's extensions (`seed`, `stop`).
 pub const RESPONSES: &[(&str, Rule)] = &[
     ("model", Rule::Honoured),
@@ -63,8 +60,8 @@ pub const RESPONSES: &[(&str, Rule)] = &[
     ("store", Rule::Honoured),
     ("prompt_cache_key", Rule::Honoured),
     ("reasoning", Rule::Only(effort_only, "only reasoning.effort is honoured: summaries are not written")),
-    ("top_logprobs", Rule::Only(no_top_logprobs, LOGPROBS)),
-    ("include", Rule::Only(no_includes, "no additional output data can be included (log probabilities among them)")),
+    ("top_logprobs", Rule::Checked(top_logprobs_in_range, "top_logprobs must be an integer from 0 to 20")),
+    ("include", Rule::Only(logprobs_include_only, "only `message.output_text.logprobs` can be included: no other output data is kept")),
     ("background", Rule::Honoured),
     ("truncation", Rule::Only(no_truncation, "the conversation is never truncated: truncation must be `disabled`")),
     ("service_tier", Rule::Only(standard_tier, "one service tier is offered: `auto` (or `default`)")),

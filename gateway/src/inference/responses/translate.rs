@@ -8,7 +8,7 @@
 
 use serde_json::{json, Map, Value};
 
-use super::parameters::{text_settings, RESPONSES};
+use super::parameters::{text_settings, INCLUDE_LOGPROBS, RESPONSES};
 use super::tools;
 use crate::error::ApiError;
 use crate::inference::parameters;
@@ -58,10 +58,27 @@ pub fn to_chat(request: &Value) -> Result<Value, ApiError> {
     if let Some(effort) = obj.get("reasoning").and_then(|r| r.get("effort")).filter(|v| !v.is_null()) {
         chat.insert("reasoning_effort".into(), effort.clone());
     }
+    logprobs(obj, &mut chat)?;
     if obj.get("stream").and_then(Value::as_bool) == Some(true) {
         chat.insert("stream".into(), json!(true));
     }
     Ok(Value::Object(chat))
+}
+
+/// `include: ["message.output_text.logprobs"]` and `top_logprobs` → chat's `logprobs` and
+/// `top_logprobs`. Alternatives without the include would be ignored, so they are refused.
+fn logprobs(obj: &Map<String, Value>, chat: &mut Map<String, Value>) -> Result<(), ApiError> {
+    let included = obj.get("include").and_then(Value::as_array).is_some_and(|items| items.iter().any(|i| i == INCLUDE_LOGPROBS));
+    let top = obj.get("top_logprobs").and_then(Value::as_u64).unwrap_or(0);
+    if !included {
+        if top > 0 {
+            return Err(invalid(format!("top_logprobs needs include: [\"{INCLUDE_LOGPROBS}\"]"), "top_logprobs"));
+        }
+        return Ok(());
+    }
+    chat.insert("logprobs".into(), json!(true));
+    chat.insert("top_logprobs".into(), json!(top));
+    Ok(())
 }
 
 /// `tools`, `tool_choice` and `parallel_tool_calls`, as chat takes them (the worker then constrains and
@@ -205,6 +222,19 @@ mod tests {
     }
 
     #[test]
+    fn the_logprobs_include_asks_chat_for_logprobs() {
+        let include = json!(["message.output_text.logprobs"]);
+        let chat = to_chat(&json!({"model": "m", "input": "x", "include": include, "top_logprobs": 3})).unwrap();
+        assert_eq!((&chat["logprobs"], &chat["top_logprobs"]), (&json!(true), &json!(3)));
+        let alone = to_chat(&json!({"model": "m", "input": "x", "include": include})).unwrap();
+        assert_eq!((&alone["logprobs"], &alone["top_logprobs"]), (&json!(true), &json!(0)));
+        for nothing in [json!({"model": "m", "input": "x", "include": []}), json!({"model": "m", "input": "x", "top_logprobs": 0})] {
+            let chat = to_chat(&nothing).unwrap();
+            assert!(chat.get("logprobs").is_none() && chat.get("top_logprobs").is_none(), "{nothing}");
+        }
+    }
+
+    #[test]
     fn refuses_what_it_cannot_honour() {
         for (req, param) in [
             (json!({"model": "m", "input": "x", "text": {"format": {"type": "yaml"}}}), "text.format"),
@@ -215,8 +245,9 @@ mod tests {
             (json!({"model": "m", "input": "x", "instructions": 5}), "instructions"),
             (json!({"model": "m", "input": "x", "parallel_tool_calls": "yes"}), "parallel_tool_calls"),
             (json!({"model": "m", "input": "x", "metadata": "x"}), "metadata"),
-            (json!({"model": "m", "input": "x", "include": ["message.output_text.logprobs"]}), "include"),
+            (json!({"model": "m", "input": "x", "include": ["reasoning.encrypted_content"]}), "include"),
             (json!({"model": "m", "input": "x", "top_logprobs": 2}), "top_logprobs"),
+            (json!({"model": "m", "input": "x", "include": ["message.output_text.logprobs"], "top_logprobs": 21}), "top_logprobs"),
             (json!({"model": "m", "input": "x", "text": {"verbosity": "high"}}), "text.verbosity"),
             (json!({"model": "m", "input": "x", "truncation": "auto"}), "truncation"),
             (json!({"model": "m", "input": "x", "conversation": "conv_1"}), "conversation"),
