@@ -138,7 +138,7 @@ fn schema_support_on_valid_and_invalid_instances() {
     );
     eprintln!("refusals by reason: {reasons:#?}");
     assert_eq!(compiled_n + refused_n, 200);
-    assert!(refused_n <= 4, "at most 2% of real-world schemas are refused, got {refused_n}: {reasons:#?}");
+    assert!(refused_n <= 2, "at most 1% of real-world schemas are refused, got {refused_n}: {reasons:#?}");
     assert!(validator_disagrees.len() <= 4, "the validator agrees with the bench: {validator_disagrees:?}");
 }
 

@@ -12,6 +12,7 @@ mod cache;
 mod gbnf;
 mod narrow;
 mod one_of;
+mod overlap;
 mod paths;
 mod pattern;
 mod schema;

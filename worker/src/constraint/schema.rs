@@ -78,6 +78,8 @@ fn zero_without_sign(value: &mut Value) {
 ///   (`tighten.rs`);
 /// - every `oneOf` becomes an `anyOf` of branches proven exclusive (`one_of.rs`), or the schema is
 ///   refused: the engine enforces only "at least one branch";
+/// - a named property whose schema a matching `patternProperties` pattern repeats is left to the pattern
+///   (`overlap.rs`), sparing the engine an intersection;
 /// - compact separators, so no whitespace runs between JSON tokens.
 ///
 /// Keys keep the caller's declaration order (serde_json is built with `preserve_order`).
@@ -102,6 +104,7 @@ pub fn embedded_for_grammar(schema: &Value) -> Result<Value, Refusal> {
     super::narrow::narrow(&mut grammar);
     super::tighten::tighten(&mut grammar);
     super::one_of::make_exact(&mut grammar, schema)?;
+    super::overlap::drop_repeated(&mut grammar);
     Ok(grammar)
 }
 
