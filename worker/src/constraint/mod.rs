@@ -227,12 +227,12 @@ impl ConstraintCompiler {
         // Linear and cheap, so a schema bomb never reaches the validator or grammar builders.
         runaii_wire::schema_budget::check(schema, self.context_tokens).map_err(|e| Refusal::Unenforceable(e.0))?;
         let validator = OutputValidator::new(schema)?;
-        let grammar_schema = schema::for_grammar(schema)?;
-        let grammar = match self.matcher(TopLevelGrammar::from_json_schema(grammar_schema.clone())) {
+        let grammar = match self.matcher(TopLevelGrammar::from_json_schema(schema::for_grammar(schema)?)) {
             // A recursive definition the engine had to intersect with itself: compiled again with its
-            // recursion unrolled (`unroll.rs`), or refused for the first reason.
+            // recursion unrolled (`unroll.rs`), or refused for the first reason. The grammar's copy is
+            // built again there rather than kept (cloned) for every schema on the way in.
             Err(Refusal::Unenforceable(reason)) if reason.contains(unroll::ENGINE_REFUSAL) => {
-                unroll::unroll(&grammar_schema, unroll::DEPTH)
+                unroll::unroll(&schema::for_grammar(schema)?, unroll::DEPTH)
                     .and_then(|unrolled| self.matcher(TopLevelGrammar::from_json_schema(unrolled)).ok())
                     .ok_or(Refusal::Unenforceable(reason))?
             }

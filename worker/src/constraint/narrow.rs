@@ -245,7 +245,7 @@ fn not_of_nothing(map: &Map<String, Value>) -> bool {
 
 /// Keywords that say nothing about validity.
 fn is_constraint(key: &str) -> bool {
-    !["title", "description", "$comment", "examples", "default", "deprecated", "readOnly", "writeOnly"].contains(&key)
+    !paths::ANNOTATIONS.contains(&key)
 }
 
 /// `not: {pattern: "^[C]+$"}` (or `*`): the complementary pattern, when `pattern` names one anchored

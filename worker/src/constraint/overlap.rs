@@ -8,15 +8,10 @@
 //! is the pattern's (annotations apart), the property becomes `true` in the grammar's copy: the engine
 //! still applies the pattern's schema to it, so it admits exactly what it did.
 
-use llguidance::derivre::RegexBuilder;
 use serde_json::Value;
 
 use super::paths;
-
-/// The work one pattern's match may take, as the engine bounds its own.
-const MATCH_FUEL: u64 = 100_000;
-/// Keywords that say nothing about validity.
-const ANNOTATIONS: [&str; 6] = ["title", "description", "$comment", "examples", "default", "deprecated"];
+use super::pattern::engine_matches;
 
 /// Makes `true` every named property whose schema the first pattern its name matches repeats.
 pub(super) fn drop_repeated(schema: &mut Value) {
@@ -34,18 +29,13 @@ pub(super) fn drop_repeated(schema: &mut Value) {
     }
 }
 
-/// Whether the engine takes `name` to match `pattern` (a search, `\d` and `\w` in ASCII), as it decides
-/// which pattern applies to a named property; `false` when it cannot tell within [`MATCH_FUEL`].
-fn engine_matches(pattern: &str, name: &str) -> bool {
-    let mut builder = RegexBuilder::new();
-    let Ok(expression) = builder.mk_regex_for_serach(&llguidance::regex_to_lark(pattern, "dw")) else { return false };
-    builder.to_regex_limited(expression, MATCH_FUEL).is_ok_and(|mut regex| regex.is_match(name))
-}
-
 fn without_annotations(schema: &Value) -> Value {
     match schema {
         Value::Object(map) => Value::Object(
-            map.iter().filter(|(k, _)| !ANNOTATIONS.contains(&k.as_str())).map(|(k, v)| (k.clone(), without_annotations(v))).collect(),
+            map.iter()
+                .filter(|(k, _)| !paths::ANNOTATIONS.contains(&k.as_str()))
+                .map(|(k, v)| (k.clone(), without_annotations(v)))
+                .collect(),
         ),
         Value::Array(items) => Value::Array(items.iter().map(without_annotations).collect()),
         other => other.clone(),

@@ -46,44 +46,27 @@ fn walk<'a>(schema: &'a Value, path: &mut Path, found: &mut BTreeSet<Path>, refs
     if let Some(reference) = map.get("$ref").and_then(Value::as_str) {
         refs.push(reference);
     }
-    let mut visit = |child: &'a Value, steps: [&str; 2], depth: usize, path: &mut Path| {
-        path.extend(steps[..depth].iter().map(|s| (*s).to_owned()));
+    for (_, steps, child) in subschemas(map, true) {
+        path.extend(steps.iter().cloned());
         walk(child, path, found, refs);
-        path.truncate(path.len() - depth);
-    };
-    for key in SCHEMA_MAPS {
-        if let Some(Value::Object(children)) = map.get(key) {
-            for (name, child) in children {
-                visit(child, [key, name], 2, path);
-            }
-        }
-    }
-    for key in SCHEMA_LISTS {
-        if let Some(Value::Array(children)) = map.get(key) {
-            for (i, child) in children.iter().enumerate() {
-                visit(child, [key, &i.to_string()], 2, path);
-            }
-        }
-    }
-    for key in SCHEMA_VALUES {
-        if let Some(child @ Value::Object(_)) = map.get(key) {
-            visit(child, [key, ""], 1, path);
-        }
+        path.truncate(path.len() - steps.len());
     }
 }
 
-/// The subschemas directly below a schema object, each with the keyword it stands under (`$defs` and
-/// `definitions` only `with_definitions`).
-pub(super) fn subschemas(map: &Map<String, Value>, with_definitions: bool) -> Vec<(&str, &Value)> {
+/// The subschemas directly below a schema object, each with the keyword it stands under and the steps
+/// from the object to it (`$defs` and `definitions` only `with_definitions`).
+pub(super) fn subschemas(map: &Map<String, Value>, with_definitions: bool) -> Vec<(&str, Path, &Value)> {
     let mut found = Vec::new();
     for (key, value) in map {
         let key = key.as_str();
         match value {
             Value::Object(children) if SCHEMA_MAPS.contains(&key) && (with_definitions || !DEFINITIONS.contains(&key)) => {
-                found.extend(children.values().map(|child| (key, child)));
+                found.extend(children.iter().map(|(name, child)| (key, vec![key.to_owned(), name.clone()], child)));
             }
-            Value::Array(children) if SCHEMA_LISTS.contains(&key) => found.extend(children.iter().map(|child| (key, child))),
-            Value::Object(_) if SCHEMA_VALUES.contains(&key) => found.push((key, value)),
+            Value::Array(children) if SCHEMA_LISTS.contains(&key) => {
+                found.extend(children.iter().enumerate().map(|(i, child)| (key, vec![key.to_owned(), i.to_string()], child)));
+            }
+            Value::Object(_) if SCHEMA_VALUES.contains(&key) => found.push((key, vec![key.to_owned()], value)),
             _ => {}
         }
     }
@@ -91,28 +74,34 @@ pub(super) fn subschemas(map: &Map<String, Value>, with_definitions: bool) -> Ve
 }
 
 /// As [`subschemas`], to change them.
-pub(super) fn subschemas_mut(map: &mut Map<String, Value>, with_definitions: bool) -> Vec<(&str, &mut Value)> {
+pub(super) fn subschemas_mut(map: &mut Map<String, Value>, with_definitions: bool) -> Vec<(&str, Path, &mut Value)> {
     let mut found = Vec::new();
     for (key, value) in map {
         let key = key.as_str();
+        // The kind is decided before `value` is borrowed as a child: a guard on a mutable binding would
+        // keep it borrowed in the arms after it.
         if SCHEMA_MAPS.contains(&key) {
             if let Value::Object(children) = value {
                 if with_definitions || !DEFINITIONS.contains(&key) {
-                    found.extend(children.values_mut().map(|child| (key, child)));
+                    found.extend(children.iter_mut().map(|(name, child)| (key, vec![key.to_owned(), name.clone()], child)));
                 }
             }
         } else if value.is_array() {
             if let Value::Array(children) = value {
                 if SCHEMA_LISTS.contains(&key) {
-                    found.extend(children.iter_mut().map(|child| (key, child)));
+                    found.extend(children.iter_mut().enumerate().map(|(i, child)| (key, vec![key.to_owned(), i.to_string()], child)));
                 }
             }
         } else if value.is_object() && SCHEMA_VALUES.contains(&key) {
-            found.push((key, value));
+            found.push((key, vec![key.to_owned()], value));
         }
     }
     found
 }
+
+/// Keywords that say nothing about validity.
+pub(super) const ANNOTATIONS: [&str; 8] =
+    ["title", "description", "$comment", "examples", "default", "deprecated", "readOnly", "writeOnly"];
 
 /// Keywords whose subschemas apply to the same value as the schema they stand in (the others apply to
 /// a property's or an item's value).

@@ -19,11 +19,27 @@
 use llguidance::derivre::{ExprRef, RegexAst, RegexBuilder};
 use regex_syntax::hir::{Class, ClassUnicode, ClassUnicodeRange, Hir, HirKind, Look};
 
-/// Whether the engine compiles `pattern` (as it compiles a JSON Schema `pattern`: a search, with `\d`
-/// and `\w` in ASCII), and it matches something.
-fn engine_reads(pattern: &str) -> bool {
+/// The work one pattern's match may take.
+const MATCH_FUEL: u64 = 100_000;
+
+/// `pattern` as the engine reads a JSON Schema `pattern`: a search, with `\d` and `\w` in ASCII.
+fn engine_search(pattern: &str) -> Option<(RegexBuilder, ExprRef)> {
     let mut builder = RegexBuilder::new();
-    builder.mk(&RegexAst::SearchRegex(llguidance::regex_to_lark(pattern, "dw"))).is_ok_and(|r| r != ExprRef::NO_MATCH)
+    let expression = builder.mk(&RegexAst::SearchRegex(llguidance::regex_to_lark(pattern, "dw"))).ok()?;
+    Some((builder, expression))
+}
+
+/// Whether the engine compiles `pattern`, and it matches something.
+fn engine_reads(pattern: &str) -> bool {
+    engine_search(pattern).is_some_and(|(_, expression)| expression != ExprRef::NO_MATCH)
+}
+
+/// Whether the engine takes `text` to match `pattern` (as it decides which pattern applies to a named
+/// property); `false` when it cannot tell within [`MATCH_FUEL`].
+pub(super) fn engine_matches(pattern: &str, text: &str) -> bool {
+    engine_search(pattern)
+        .and_then(|(builder, expression)| builder.to_regex_limited(expression, MATCH_FUEL).ok())
+        .is_some_and(|mut regex| regex.is_match(text))
 }
 
 /// `pattern` narrowed (see the module's list), or `None` when it needs nothing or no narrowing compiles.

@@ -26,8 +26,6 @@ use super::paths::{self, Path};
 /// what llguidance's range compiler handles (it works in 64-bit integers).
 const NUMBER_LIMIT: f64 = 1e18;
 
-/// Keywords whose values are one subschema closing visits.
-const SCHEMA_VALUES: [&str; 4] = ["items", "additionalProperties", "additionalItems", "contains"];
 /// Keywords by which an object schema speaks about keys.
 const KEY_KEYWORDS: [&str; 4] = ["properties", "patternProperties", "additionalProperties", "required"];
 /// Every JSON type, for a schema that names none.
@@ -174,7 +172,8 @@ fn close(schema: &mut Value, shares_object: bool, path: &mut Path, shared: &BTre
         map.insert("additionalProperties".into(), Value::Bool(false));
     }
     let names_keys = KEY_KEYWORDS.iter().any(|k| map.contains_key(*k));
-    for (keyword, steps, child) in children_mut(map) {
+    // `propertyNames` constrains key strings: nothing to close there.
+    for (keyword, steps, child) in paths::subschemas_mut(map, true).into_iter().filter(|(k, _, _)| *k != "propertyNames") {
         // The branches of an allOf each see the whole object: closing one would forbid the keys that
         // another branch names; those of an anyOf or oneOf, the keys named beside them.
         let shares = match keyword {
@@ -187,43 +186,6 @@ fn close(schema: &mut Value, shares_object: bool, path: &mut Path, shared: &BTre
         path.truncate(path.len() - steps.len());
     }
 }
-
-/// The subschemas closing visits, each with its keyword and the steps from its parent.
-fn children_mut(map: &mut Map<String, Value>) -> Vec<(&'static str, Vec<String>, &mut Value)> {
-    let mut found = Vec::new();
-    for (key, value) in map.iter_mut() {
-        let Some(keyword) = CLOSING_VISITS.iter().find(|k| **k == key.as_str()) else { continue };
-        if paths::SCHEMA_MAPS.contains(keyword) {
-            if let Value::Object(children) = value {
-                found.extend(children.iter_mut().map(|(name, child)| (*keyword, vec![key.clone(), name.clone()], child)));
-            }
-        } else if value.is_array() {
-            if let Value::Array(children) = value {
-                found.extend(children.iter_mut().enumerate().map(|(i, child)| (*keyword, vec![key.clone(), i.to_string()], child)));
-            }
-        } else if value.is_object() && SCHEMA_VALUES.contains(keyword) {
-            found.push((*keyword, vec![key.clone()], value));
-        }
-    }
-    found
-}
-
-/// Keywords whose subschemas closing visits: every positive position.
-const CLOSING_VISITS: [&str; 13] = [
-    "properties",
-    "patternProperties",
-    "$defs",
-    "definitions",
-    "dependentSchemas",
-    "prefixItems",
-    "items",
-    "additionalProperties",
-    "additionalItems",
-    "contains",
-    "allOf",
-    "anyOf",
-    "oneOf",
-];
 
 /// Reference targets that share their object with other schemas naming keys: the target of an `allOf`
 /// member's reference, of a reference beside keywords naming keys or beside combinators, of an `anyOf`

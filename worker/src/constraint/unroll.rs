@@ -115,7 +115,7 @@ fn references(node: &Value) -> Option<BTreeSet<Path>> {
         if let Some(reference) = map.get("$ref") {
             targets.insert(reference.as_str().and_then(paths::pointer_path)?);
         }
-        pending.extend(paths::subschemas(map, false).into_iter().map(|(_, child)| child));
+        pending.extend(paths::subschemas(map, false).into_iter().map(|(_, _, child)| child));
     }
     Some(targets)
 }
@@ -149,7 +149,7 @@ fn redirect(node: &mut Value, with_definitions: bool, nested: bool, to: &mut imp
             None => {}
         }
     }
-    for (keyword, child) in paths::subschemas_mut(map, with_definitions) {
+    for (keyword, _, child) in paths::subschemas_mut(map, with_definitions) {
         redirect(child, with_definitions, nested || !paths::IN_PLACE.contains(&keyword), to);
     }
 }
