@@ -129,7 +129,7 @@ def test_chat_logprobs_refusals_name_the_parameter(client, model):
 
 
 def test_responses_include_logprobs(client, model):
-    resp = client.responses.create(
+    ask = dict(
         model=model,
         input="Name three fruits.",
         temperature=0,
@@ -138,21 +138,14 @@ def test_responses_include_logprobs(client, model):
         top_logprobs=2,
         store=False,
     )
+    resp = client.responses.create(**ask)
     part = resp.output[0].content[0]
     assert part.type == "output_text"
     assert len(part.logprobs) == resp.usage.output_tokens
     assert_tokens(part.logprobs, part.text, 2)
 
     deltas = []
-    with client.responses.stream(
-        model=model,
-        input="Name three fruits.",
-        temperature=0,
-        max_output_tokens=16,
-        include=["message.output_text.logprobs"],
-        top_logprobs=2,
-        store=False,
-    ) as stream:
+    with client.responses.stream(**ask) as stream:
         for event in stream:
             if event.type == "response.output_text.delta":
                 deltas += event.logprobs

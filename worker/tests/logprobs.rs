@@ -49,15 +49,34 @@ fn assert_well_formed(entry: &Value, top: usize) {
     }
 }
 
+fn with(mut body: Value, extra: Value) -> Value {
+    body.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+    body
+}
+
 fn poem(extra: Value) -> Value {
-    let mut body = json!({
+    let body = json!({
         "model": MODEL,
         "messages": [{"role": "user", "content": "Write a short poem about the sea."}],
         "temperature": 0,
         "max_tokens": 24
     });
-    body.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
-    body
+    with(body, extra)
+}
+
+/// The answers `color` admits.
+const COLORS: [&str; 3] = [r#"{"color":"red"}"#, r#"{"color":"green"}"#, r#"{"color":"blue"}"#];
+
+/// A color picked under a schema whose key and punctuation the grammar forces.
+fn color(extra: Value) -> Value {
+    let schema = json!({"type": "object", "properties": {"color": {"enum": ["red", "green", "blue"]}}, "required": ["color"]});
+    let body = json!({
+        "model": MODEL,
+        "messages": [{"role": "user", "content": "Pick a color."}],
+        "response_format": {"type": "json_schema", "json_schema": {"name": "c", "schema": schema}},
+        "logprobs": true
+    });
+    with(body, extra)
 }
 
 #[tokio::test]
@@ -110,21 +129,11 @@ fn assert_only_allowed_tokens(body: &Value, valid: &[&str]) {
 
 #[tokio::test]
 async fn under_a_schema_every_listed_token_is_one_the_grammar_allows_forced_ones_included() {
-    let schema = json!({"type": "object", "properties": {"color": {"enum": ["red", "green", "blue"]}}, "required": ["color"]});
-    let valid = [r#"{"color":"red"}"#, r#"{"color":"green"}"#, r#"{"color":"blue"}"#];
     for seed in [1, 2, 3] {
-        let body = json!({
-            "model": MODEL,
-            "messages": [{"role": "user", "content": "Pick a color."}],
-            "response_format": {"type": "json_schema", "json_schema": {"name": "c", "schema": schema}},
-            "temperature": 1.0,
-            "seed": seed,
-            "logprobs": true,
-            "top_logprobs": 20
-        });
+        let body = color(json!({"temperature": 1.0, "seed": seed, "top_logprobs": 20}));
         let (status, answer) = post(&worker().url, &body).await;
         assert_eq!(status, 200, "{answer}");
-        assert_only_allowed_tokens(&answer, &valid);
+        assert_only_allowed_tokens(&answer, &COLORS);
 
         // Cut inside the forced key: the forced tokens within the budget are scored all the same.
         let mut cut = body.clone();
@@ -206,16 +215,7 @@ async fn a_stream_carries_each_delta_s_tokens_and_a_stop_sequence_keeps_only_the
     assert!(joined.len() - last < text.len(), "no token lies wholly in or after the stop sequence: {cut}");
 
     // Under a schema, forced tokens are streamed once scored.
-    let schema = json!({"type": "object", "properties": {"color": {"enum": ["red", "green", "blue"]}}, "required": ["color"]});
-    let body = json!({
-        "model": MODEL,
-        "messages": [{"role": "user", "content": "Pick a color."}],
-        "response_format": {"type": "json_schema", "json_schema": {"name": "c", "schema": schema}},
-        "temperature": 0,
-        "logprobs": true,
-        "stream": true
-    });
-    let chunks = stream(&body).await;
+    let chunks = stream(&color(json!({"temperature": 0, "stream": true}))).await;
     let text: String = chunks.iter().map(|(t, _)| t.as_str()).collect();
     let tokens: Vec<Value> = chunks.iter().flat_map(|(_, e)| e.clone()).collect();
     assert_eq!(self::joined(&tokens), text.as_bytes(), "{chunks:?}");

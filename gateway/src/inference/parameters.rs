@@ -45,6 +45,9 @@ fn bool_or_null(v: &Value) -> bool {
     v.is_null() || v.is_boolean()
 }
 
+/// Why a `top_logprobs` out of [`top_logprobs_in_range`] is refused.
+pub const TOP_LOGPROBS_RANGE: &str = "top_logprobs must be an integer from 0 to 20";
+
 /// `top_logprobs`: null or an integer from 0 to 20 (OpenAI's range).
 pub fn top_logprobs_in_range(v: &Value) -> bool {
     v.is_null() || v.as_u64().is_some_and(|n| n <= u64::from(runaii_wire::MAX_TOP_LOGPROBS))
@@ -87,7 +90,7 @@ pub const CHAT: &[(&str, Rule)] = &[
     ("prompt_cache_key", Rule::Honoured),
     ("n", Rule::Only(one_completion, "only n=1 is supported: one completion per request")),
     ("logprobs", Rule::Checked(bool_or_null, "logprobs must be true or false")),
-    ("top_logprobs", Rule::Checked(top_logprobs_in_range, "top_logprobs must be an integer from 0 to 20")),
+    ("top_logprobs", Rule::Checked(top_logprobs_in_range, TOP_LOGPROBS_RANGE)),
     ("logit_bias", Rule::Only(absent_or_empty, "logit_bias is not supported by this engine")),
     ("store", Rule::Only(absent_or_false, STORED)),
     (

@@ -3,7 +3,7 @@
 
 use serde_json::{Map, Value};
 
-use crate::inference::parameters::{top_logprobs_in_range, Rule};
+use crate::inference::parameters::{top_logprobs_in_range, Rule, TOP_LOGPROBS_RANGE};
 
 fn absent(v: &Value) -> bool {
     v.is_null()
@@ -60,7 +60,7 @@ pub const RESPONSES: &[(&str, Rule)] = &[
     ("store", Rule::Honoured),
     ("prompt_cache_key", Rule::Honoured),
     ("reasoning", Rule::Only(effort_only, "only reasoning.effort is honoured: summaries are not written")),
-    ("top_logprobs", Rule::Checked(top_logprobs_in_range, "top_logprobs must be an integer from 0 to 20")),
+    ("top_logprobs", Rule::Checked(top_logprobs_in_range, TOP_LOGPROBS_RANGE)),
     ("include", Rule::Only(logprobs_include_only, "only `message.output_text.logprobs` can be included: no other output data is kept")),
     ("background", Rule::Honoured),
     ("truncation", Rule::Only(no_truncation, "the conversation is never truncated: truncation must be `disabled`")),
