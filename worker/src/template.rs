@@ -4,6 +4,7 @@ use llama_cpp_2::model::LlamaModel;
 use minijinja::{context, Environment, Error as JinjaError, ErrorKind};
 use serde::Serialize;
 
+use crate::tools::markers::{Markers, Special};
 use crate::tools::ToolFormat;
 
 /// ChatML, used when a model ships no template of its own.
@@ -36,6 +37,8 @@ pub struct ChatTemplate {
     pub supports_tools: bool,
     /// How this template's model writes tool calls.
     pub tool_format: ToolFormat,
+    /// Which of that format's markers are control tokens in the model's vocabulary.
+    pub markers: Markers,
     /// False when the model had no template and ChatML stands in.
     pub from_model: bool,
     /// The template reads `enable_thinking` (Qwen3 and its kin): thinking can be switched off.
@@ -70,7 +73,17 @@ impl ChatTemplate {
     fn for_model(model: &LlamaModel, source: Option<String>) -> anyhow::Result<Self> {
         let vocab = model.vocab();
         let piece = |t| String::from_utf8_lossy(&vocab.token_to_piece(t, true, None)).into_owned();
-        Self::new(source, piece(vocab.bos()), piece(vocab.eos()))
+        let mut template = Self::new(source, piece(vocab.bos()), piece(vocab.eos()))?;
+        template.markers = Markers::resolve(template.tool_format, |marker| {
+            // A control token: one token for the marker's text, written as nothing unless asked for.
+            match vocab.tokenize(marker.as_bytes(), false, true).as_slice() {
+                [token] if vocab.token_to_piece(*token, false, None).is_empty() => {
+                    Some(Special { id: u32::try_from(token.0).ok()?, ends: vocab.is_eog(*token) })
+                }
+                _ => None,
+            }
+        });
+        Ok(template)
     }
 
     /// # Errors
@@ -88,8 +101,10 @@ impl ChatTemplate {
         env.add_function("raise_exception", |message: String| -> Result<String, JinjaError> {
             Err(JinjaError::new(ErrorKind::InvalidOperation, message))
         });
+        env.add_function("strftime_now", strftime_now);
         env.add_template_owned("chat", source).map_err(|e| anyhow::anyhow!("the model's chat template does not parse: {e}"))?;
-        Ok(Self { env, bos_token, eos_token, supports_tools, tool_format, from_model, thinking_switch, effort_levels })
+        let markers = Markers::text();
+        Ok(Self { env, bos_token, eos_token, supports_tools, tool_format, markers, from_model, thinking_switch, effort_levels })
     }
 
     /// The model's BOS token as text (empty when it has none).
@@ -125,6 +140,16 @@ impl ChatTemplate {
     }
 }
 
+/// Today's date (UTC) in a strftime format, as Hugging Face's chat templates are given it.
+fn strftime_now(format: String) -> Result<String, JinjaError> {
+    use chrono::format::{Item, StrftimeItems};
+    let items: Vec<Item<'_>> = StrftimeItems::new(&format).collect();
+    if items.contains(&Item::Error) {
+        return Err(JinjaError::new(ErrorKind::InvalidOperation, format!("strftime_now: `{format}` is not a strftime format")));
+    }
+    Ok(chrono::Utc::now().format_with_items(items.into_iter()).to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -158,6 +183,15 @@ mod tests {
         assert_eq!(render(&Thinking::default()), "on:unset");
         assert_eq!(render(&Thinking { enable_thinking: Some(false), reasoning_effort: Some("low".into()) }), "off:low");
         assert!(!ChatTemplate::new(None, String::new(), String::new()).expect("fallback").thinking_switch);
+    }
+
+    #[test]
+    fn strftime_now_writes_today_and_refuses_a_bad_format() {
+        let t = ChatTemplate::new(Some("{{ strftime_now('%Y-%m-%d') }}".into()), String::new(), String::new()).expect("parses");
+        let today = chrono::Utc::now().format("%Y-%m-%d").to_string();
+        assert_eq!(t.render(&[msg("user", "x")], None, &Thinking::default()).expect("renders"), today);
+        let bad = ChatTemplate::new(Some("{{ strftime_now('%Q') }}".into()), String::new(), String::new()).expect("parses");
+        assert!(bad.render(&[msg("user", "x")], None, &Thinking::default()).is_err());
     }
 
     #[test]

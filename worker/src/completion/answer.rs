@@ -6,7 +6,7 @@ use runaii_wire::FinishReason;
 use crate::constraint::OutputValidator;
 use crate::error::ApiError;
 use crate::tools::parse::{self, Call};
-use crate::tools::ToolRequest;
+use crate::tools::{ToolFormat, ToolRequest};
 
 /// A finished answer as the client sees it.
 #[derive(Debug)]
@@ -31,7 +31,11 @@ pub fn conclude(
     validator: Option<&OutputValidator>,
 ) -> Result<Ending, ApiError> {
     let mut ending = Ending { finish_reason, content: Some(text), calls: Vec::new() };
-    // A cut answer is reported as cut, as written: only a complete one is read for calls.
+    // A cut answer is reported as cut, as written (Harmony: what its final channel wrote, never its
+    // thinking): only a complete one is read for calls.
+    if finish_reason != FinishReason::Stop && tools.is_some_and(|t| t.format == ToolFormat::Harmony) {
+        ending.content = parse::cut_final(ending.content.as_deref().unwrap_or_default());
+    }
     if let (Some(tools), FinishReason::Stop) = (tools, finish_reason) {
         let parsed = parse::parse(tools, ending.content.as_deref().unwrap_or_default())?;
         if !parsed.calls.is_empty() {

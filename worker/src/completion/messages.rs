@@ -14,6 +14,13 @@ pub(super) fn for_template(messages: &[ChatMessage], tools: Option<&ToolRequest>
     }
     let format = tools.map_or(ToolFormat::Hermes, |t| t.format);
     let mut out = messages.iter().map(|m| convert(m, format)).collect::<Result<Vec<_>, _>>()?;
+    match format {
+        // Their templates render one call per assistant turn.
+        ToolFormat::Llama3 | ToolFormat::Harmony => out = one_call_per_turn(out),
+        // Their templates want ids of 9 letters and digits, the same in a call and its result.
+        ToolFormat::Mistral | ToolFormat::MistralArgs => out.iter_mut().for_each(mistral_ids),
+        ToolFormat::Hermes | ToolFormat::Generic => {}
+    }
     if let Some(tools) = tools.filter(|t| t.format == ToolFormat::Generic) {
         // A template without tool support learns of the tools from the system message.
         let instructions = crate::tools::generic_instructions(tools);
@@ -54,6 +61,51 @@ fn convert(message: &ChatMessage, format: ToolFormat) -> Result<TemplateMessage,
             tool_call_id: message.tool_call_id.clone(),
             name: message.name.clone(),
         }),
+    }
+}
+
+/// An assistant turn with several calls becomes one turn per call, each followed by its result.
+fn one_call_per_turn(messages: Vec<TemplateMessage>) -> Vec<TemplateMessage> {
+    let mut out = Vec::with_capacity(messages.len());
+    let mut rest = messages.into_iter().peekable();
+    while let Some(message) = rest.next() {
+        let calls = message.tool_calls.clone().unwrap_or_default();
+        if calls.len() < 2 {
+            out.push(message);
+            continue;
+        }
+        let mut results = Vec::new();
+        while let Some(result) = rest.next_if(|m| m.role == "tool") {
+            results.push(result);
+        }
+        for (i, call) in calls.into_iter().enumerate() {
+            let content = if i == 0 { message.content.clone() } else { String::new() };
+            let id = call["id"].as_str().map(str::to_owned);
+            out.push(TemplateMessage { content, tool_calls: Some(vec![call]), ..message.clone() });
+            if let Some(at) = results.iter().position(|r| r.tool_call_id.is_some() && r.tool_call_id == id) {
+                out.push(results.remove(at));
+            }
+        }
+        out.extend(results);
+    }
+    out
+}
+
+/// A call id as Mistral's templates take it: its last 9 letters and digits, zero-padded.
+fn mistral_id(id: &str) -> String {
+    let kept: Vec<char> = id.chars().filter(char::is_ascii_alphanumeric).collect();
+    let last: String = kept[kept.len().saturating_sub(9)..].iter().collect();
+    format!("{last:0>9}")
+}
+
+fn mistral_ids(message: &mut TemplateMessage) {
+    if let Some(id) = &mut message.tool_call_id {
+        *id = mistral_id(id);
+    }
+    for call in message.tool_calls.iter_mut().flatten() {
+        if let Some(id) = call["id"].as_str().map(mistral_id) {
+            call["id"] = Value::String(id);
+        }
     }
 }
 

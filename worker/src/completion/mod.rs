@@ -18,7 +18,8 @@ use crate::constraint::{Compiled, ConstraintSpec, OutputValidator};
 use crate::engine::receipt::ReceiptWriter;
 use crate::engine::{Event, Job, Loaded, SamplingParams};
 use crate::error::ApiError;
-use crate::tools::{grammar, Choice, ToolFormat, ToolRequest};
+use crate::tools::markers::Markers;
+use crate::tools::{grammar, Choice, ToolRequest};
 
 /// A checked request, ready to submit.
 #[derive(Debug)]
@@ -123,7 +124,7 @@ pub async fn prepare(
         return Err(ApiError::invalid("stop takes up to 4 non-empty strings", "stop"));
     }
     let (spec, answer_validator) = match &tools {
-        Some(tools) => tool_constraint(request, tools)?,
+        Some(tools) => tool_constraint(request, tools, &loaded.template.markers)?,
         None => (constraint_spec(request)?, None),
     };
 
@@ -131,7 +132,7 @@ pub async fn prepare(
     let json_answer = matches!(request.response_format, Some(ResponseFormat::JsonSchema { .. } | ResponseFormat::JsonObject));
     let constrained = tools.is_none() && (json_answer || request.grammar.is_some());
     let thinking = reasoning::thinking(request, &loaded.template, constrained)?;
-    let tool_json = tools.as_ref().filter(|t| t.format == ToolFormat::Hermes).map(|t| t.openai_json());
+    let tool_json = tools.as_ref().filter(|t| t.format.renders_tools()).map(|t| t.openai_json());
     let rendered = loaded
         .template
         .render(&messages::for_template(&request.messages, tools.as_ref())?, tool_json.as_deref(), &thinking)
@@ -184,7 +185,11 @@ fn logprobs(request: &ChatCompletionRequest, tools: Option<&ToolRequest>) -> Res
 
 /// A tool request's constraint: the tools' grammar (which includes `response_format`), or with
 /// `tool_choice: none` just `response_format`. A text answer under both is checked against the schema.
-fn tool_constraint(request: &ChatCompletionRequest, tools: &ToolRequest) -> Result<(Option<Spec>, Option<Arc<OutputValidator>>), ApiError> {
+fn tool_constraint(
+    request: &ChatCompletionRequest,
+    tools: &ToolRequest,
+    markers: &Markers,
+) -> Result<(Option<Spec>, Option<Arc<OutputValidator>>), ApiError> {
     if request.grammar.is_some() {
         return Err(ApiError::InvalidRequest {
             message: "tools and grammar cannot be used together; send one".into(),
@@ -209,7 +214,9 @@ fn tool_constraint(request: &ChatCompletionRequest, tools: &ToolRequest) -> Resu
         .map(|s| crate::constraint::embedded_for_grammar(&s))
         .transpose()
         .map_err(|refusal| ApiError::Refused { refusal, param: "response_format" })?;
-    match grammar::lark(tools, schema.as_ref()) {
+    // A model that thinks in its own channel (Harmony) may do so before it calls, unless asked not to.
+    let think = request.reasoning_effort.as_deref() != Some("none");
+    match grammar::lark(tools, schema.as_ref(), markers, think) {
         Some(lark) => Ok((Some((ConstraintSpec::Lark(lark), "tools")), validator)),
         None => Ok((plain, validator)),
     }

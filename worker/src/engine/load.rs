@@ -92,6 +92,7 @@ pub fn load(settings: LoadSettings) -> oneshot::Receiver<anyhow::Result<Arc<Load
             }
         };
         let stats = Arc::clone(&loaded.stats);
+        let kept = loaded.template.markers.kept().into();
         if ready_tx.send(Ok(loaded)).is_err() {
             return;
         }
@@ -109,6 +110,7 @@ pub fn load(settings: LoadSettings) -> oneshot::Receiver<anyhow::Result<Arc<Load
             batch: LlamaBatch::new(batch_size, i32::try_from(settings.slots).unwrap_or(1)),
             batch_size,
             first_bytes: token_first_bytes(&model),
+            kept,
             threads,
         }
         .run();

@@ -40,6 +40,8 @@ pub(super) struct Scheduler<'m> {
     pub first_bytes: Arc<[u8]>,
     /// One thread or all of them, by what other processes leave us (`threads.rs`).
     pub threads: Governor,
+    /// Control tokens an answer keeps as text: its call format's markers (`tools::markers`).
+    pub kept: Arc<[u32]>,
 }
 
 /// What one sampling step decided for a sequence.
@@ -160,6 +162,7 @@ impl Scheduler<'_> {
 
     fn sample_one(&mut self, index: usize, at: i32) -> Step {
         let model = self.model;
+        let kept = Arc::clone(&self.kept);
         let logits = self.ctx.get_logits_ith(at);
         let Some(active) = self.slots[index].as_mut() else { return Step::Continue };
         if let Some(reason) = active.ending {
@@ -191,7 +194,7 @@ impl Scheduler<'_> {
         let mut scored = scored;
         for i in 0..active.pending.len() {
             let t = active.pending[i];
-            let piece = model.vocab().token_to_piece(t, false, None);
+            let piece = answer_piece(model, &kept, t);
             active.sampler.record(u32::try_from(t.0).unwrap_or(u32::MAX), &piece);
             if let Some(scores) = &mut active.logprobs {
                 // The sampled token is scored now; the forced ones after it when their logits come.
@@ -218,12 +221,13 @@ impl Scheduler<'_> {
     /// Scores the forced tokens whose logits the decode just computed, in `rows` (first, count).
     fn score_forced(&mut self, index: usize, (first, count): (i32, usize)) {
         let model = self.model;
+        let kept = Arc::clone(&self.kept);
         let Some(scores) = self.slots[index].as_mut().and_then(|a| a.logprobs.as_mut()) else { return };
         for row in 0..count {
             let Some((token, mask)) = scores.awaiting.pop_front() else { break };
             let logits = self.ctx.get_logits_ith(first + i32::try_from(row).unwrap_or(i32::MAX));
             let scored = logprobs::score(logits, &Allowed::Mask(&mask), token, scores.top);
-            let piece = model.vocab().token_to_piece(token_of(token as usize), false, None);
+            let piece = answer_piece(model, &kept, token_of(token as usize));
             scores.scored_forced(logprobs::entry(piece, scored, |id| alternative_piece(model, id)));
         }
     }
@@ -330,6 +334,12 @@ fn gbnf_allows(grammar: &mut llama_cpp_2::sampling::LlamaSampler, token: u32, lo
     let mut one = LlamaTokenDataArray::new(vec![LlamaTokenData::new(token_of(token as usize), logit, 0.0)], false);
     one.apply_sampler(grammar);
     one.data.first().is_some_and(|d| d.logit().is_finite())
+}
+
+/// A token's bytes in the answer: its text, and for the control tokens the answer keeps, their name.
+fn answer_piece(model: &LlamaModel, kept: &[u32], token: LlamaToken) -> Vec<u8> {
+    let keep = u32::try_from(token.0).is_ok_and(|id| kept.contains(&id));
+    model.vocab().token_to_piece(token, keep, None)
 }
 
 /// An alternative token's bytes: its text, or for a control token with no text (end of turn) its name,

@@ -26,6 +26,7 @@ pub(super) async fn health(State(state): State<AppState>) -> Response {
         "threads": settings.threads,
         "chat_template": loaded.template.from_model,
         "supports_tools": loaded.template.supports_tools,
+        "tool_format": loaded.template.tool_format.name(),
     }))
     .into_response()
 }

@@ -1,13 +1,15 @@
 //! Tool calling: which tools a request offers and how the model must call them.
 //!
-//! The chat template decides the call format ([`ToolFormat`]): Hermes `<tool_call>` blocks for templates
-//! that write them (Qwen and others), generic JSON (`{"tool_calls": […]}` or `{"response": …}`) for
-//! templates without tool support. The answer is constrained by a grammar built from the tools' schemas
-//! (see [`grammar`]), so every call names an offered tool and its arguments match that tool's schema;
-//! [`parse`] then turns the text into `tool_calls` and checks the arguments once more.
+//! The chat template decides the call format ([`ToolFormat`]): Hermes `<tool_call>` blocks (Qwen and
+//! others), Llama 3's `{"name", "parameters"}`, Mistral's `[TOOL_CALLS]`, Harmony's channels (gpt-oss),
+//! and generic JSON (`{"tool_calls": […]}` or `{"response": …}`) for templates without tool support. The
+//! answer is constrained by a grammar built from the tools' schemas (see [`grammar`]), so every call
+//! names an offered tool and its arguments match that tool's schema; [`parse`] then turns the text into
+//! `tool_calls` and checks the arguments once more.
 
 mod format;
 pub mod grammar;
+pub mod markers;
 pub mod parse;
 
 use serde_json::Value;
@@ -57,8 +59,9 @@ impl ToolRequest {
     #[must_use]
     pub fn answers_in_json(&self, response_schema: bool) -> bool {
         match (&self.format, &self.choice) {
-            (_, Choice::None) | (ToolFormat::Hermes, Choice::Auto) => response_schema,
-            (ToolFormat::Generic, _) | (ToolFormat::Hermes, Choice::Required | Choice::Named(_)) => true,
+            (_, Choice::None) => response_schema,
+            (ToolFormat::Generic, _) | (_, Choice::Required | Choice::Named(_)) => true,
+            (_, Choice::Auto) => response_schema,
         }
     }
 
