@@ -45,6 +45,8 @@ pub struct Shared {
     pub limiter: Arc<Limiter>,
     /// Tenants' month spend, read for their monthly caps.
     pub spend_caps: crate::ratelimit::spend_cap::SpendCaps,
+    /// Background responses' events, for every replica to stream (`inference::responses::replay`).
+    pub response_events: crate::inference::responses::replay::EventLog,
     /// Each tenant's requests in flight, against its cap (`concurrency`).
     pub concurrency: Arc<crate::concurrency::Concurrency>,
     /// `None` when no admin JWT key is configured: the admin API then answers 503.
@@ -87,6 +89,7 @@ impl AppState {
         let registry_redis = Arc::new(RedisLink::new(settings.redis_url.expose()).await?);
         let limiter_redis = RedisLink::new(settings.redis_url.expose()).await?;
         let concurrency_redis = Arc::new(RedisLink::new(settings.redis_url.expose()).await?);
+        let events_redis = RedisLink::new(settings.redis_url.expose()).await?;
         let secrets = settings.workers.secrets()?;
         let replica_id = uuid::Uuid::now_v7();
         let tasks = tokio_util::task::TaskTracker::new();
@@ -99,6 +102,7 @@ impl AppState {
             leases: Arc::new(crate::billing::leases::Leases::new(db.clone(), replica_id)),
             registry: Arc::new(Registry::new(registry_redis, db.clone(), http.clone(), secrets.clone())),
             concurrency: crate::concurrency::Concurrency::new(concurrency_redis, tasks.clone()),
+            response_events: crate::inference::responses::replay::EventLog::new(events_redis),
             limiter: Arc::new(Limiter::new(limiter_redis, settings.limits.on_redis_failure)),
             spend_caps: crate::ratelimit::spend_cap::SpendCaps::new(db.clone()),
             admin,

@@ -384,3 +384,118 @@ async fn background_responses_are_polled_and_cancelled() {
     let r = client().post(format!("{}/v1/responses/{id}/cancel", app.base)).bearer_auth(&other).send().await.unwrap();
     assert_eq!(r.status(), 404);
 }
+
+/// A server-sent events body as its events: each one's text as sent, and its data.
+fn sse_events(body: &str) -> Vec<(String, Value)> {
+    body.split_inclusive("\n\n")
+        .filter(|e| !e.trim().is_empty())
+        .map(|e| {
+            let data = e.lines().find_map(|l| l.strip_prefix("data: ")).unwrap_or_else(|| panic!("no data: {e:?}"));
+            (e.to_owned(), serde_json::from_str(data).unwrap())
+        })
+        .collect()
+}
+
+async fn get_stream(app: &TestApp, key: &str, id: &str, query: &str) -> (u16, String) {
+    let r = client().get(format!("{}/v1/responses/{id}?{query}", app.base)).bearer_auth(key).send().await.unwrap();
+    (r.status().as_u16(), r.text().await.unwrap())
+}
+
+fn is_final(kind: &str) -> bool {
+    matches!(kind, "response.completed" | "response.incomplete" | "response.failed")
+}
+
+/// A background response streamed: its events from `response.created` (queued) to its final one, kept so
+/// that `GET ?stream=true` replays them (after `starting_after`, the same bytes); a client that leaves
+/// its stream leaves the response running; it is billed once. Streaming a response that was not run in
+/// the background, a bad `starting_after` and another tenant's id are refused.
+#[tokio::test]
+async fn background_streams_resume_and_outlive_their_readers() {
+    let app = spawn_app().await;
+    let mut request = turn(json!("Say hi."));
+    request["background"] = json!(true);
+    request["stream"] = json!(true);
+    let r = app.post("/v1/responses", &request).await;
+    assert_eq!(r.status(), 200);
+    assert_eq!(r.headers()["content-type"], "text/event-stream");
+    let events = sse_events(&r.text().await.unwrap());
+    let (_, created) = &events[0];
+    assert_eq!((created["type"].as_str(), created["response"]["status"].as_str()), (Some("response.created"), Some("queued")));
+    assert_eq!(created["response"]["background"], true);
+    let id = created["response"]["id"].as_str().unwrap().to_owned();
+    for (i, (text, data)) in events.iter().enumerate() {
+        assert_eq!(data["sequence_number"], i as u64, "{text}");
+        assert!(text.starts_with(&format!("event: {}\n", data["type"].as_str().unwrap())), "{text}");
+    }
+    assert_eq!(events[1].1["type"], "response.in_progress");
+    let last = &events.last().unwrap().1;
+    assert!(matches!(last["type"].as_str(), Some("response.completed" | "response.incomplete")), "{last}");
+    let (status, stored) = get_json(&app, &app.key, &format!("/v1/responses/{id}")).await;
+    assert_eq!(status, 200);
+    assert_eq!(stored, last["response"], "the final event carries the stored response");
+
+    // Replayed from the start, and resumed after k: the same events, byte for byte.
+    let (status, all) = get_stream(&app, &app.key, &id, "stream=true").await;
+    assert_eq!(status, 200, "{all}");
+    assert_eq!(sse_events(&all), events);
+    for k in [0, 2, events.len() - 2, events.len() - 1] {
+        let (status, rest) = get_stream(&app, &app.key, &id, &format!("stream=true&starting_after={k}")).await;
+        assert_eq!(status, 200, "{rest}");
+        assert_eq!(sse_events(&rest), events[k + 1..], "after {k}");
+    }
+
+    // Refusals.
+    let (_, online, _) = app.post_json("/v1/responses", &turn(json!("Hi"))).await;
+    let online = online["id"].as_str().unwrap();
+    let (status, body) = get_stream(&app, &app.key, online, "stream=true").await;
+    let body: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!((status, body["error"]["param"].as_str()), (400, Some("stream")), "{body}");
+    for query in ["stream=true&starting_after=-1", "stream=true&starting_after=x", "stream=true&starting_after=1.5", "starting_after=1"] {
+        let (status, body) = get_stream(&app, &app.key, &id, query).await;
+        let body: Value = serde_json::from_str(&body).unwrap();
+        assert_eq!((status, body["error"]["param"].as_str()), (400, Some("starting_after")), "{query}: {body}");
+    }
+    let other = create_key(&app.db, "another-tenant").await;
+    for query in ["stream=true", "stream=true&starting_after=0"] {
+        let (status, body) = get_stream(&app, &other, &id, query).await;
+        assert_eq!(status, 404, "{query}: {body}");
+    }
+
+    // A client that leaves mid-way: the response runs on, and its stream resumes where the client was.
+    let mut long = runaii_testkit::long_answer_request(200, 400, false);
+    let long = json!({"model": MODEL, "input": long["messages"][0]["content"].take(), "max_output_tokens": 200, "background": true,
+                      "stream": true, "temperature": 0});
+    let mut r = app.post("/v1/responses", &long).await;
+    assert_eq!(r.status(), 200);
+    let mut read = Vec::new();
+    while !String::from_utf8_lossy(&read).contains("event: response.output_text.delta") {
+        read.extend_from_slice(&r.chunk().await.unwrap().expect("the stream ended early"));
+    }
+    drop(r);
+    let read = String::from_utf8(read).unwrap();
+    let seen = sse_events(&read[..read.rfind("\n\n").unwrap() + 2]);
+    let long_id = seen[0].1["response"]["id"].as_str().unwrap().to_owned();
+    let after = seen.last().unwrap().1["sequence_number"].as_u64().unwrap();
+    let done = poll_until_done(&app, &long_id).await;
+    assert!(matches!(done["status"].as_str(), Some("completed" | "incomplete")), "not cancelled by its reader leaving: {done}");
+    let (status, rest) = get_stream(&app, &app.key, &long_id, &format!("stream=true&starting_after={after}")).await;
+    assert_eq!(status, 200);
+    let rest = sse_events(&rest);
+    assert_eq!(rest[0].1["sequence_number"], after + 1);
+    let (_, whole) = get_stream(&app, &app.key, &long_id, "stream=true").await;
+    let whole = sse_events(&whole);
+    assert_eq!(whole[..seen.len()], seen, "what the first reader read");
+    assert_eq!(whole[seen.len()..], rest);
+    assert!(is_final(rest.last().unwrap().1["type"].as_str().unwrap()));
+    assert_eq!(rest.last().unwrap().1["response"], done);
+
+    // Billed once each, as online: streaming it again bills nothing.
+    let rows = app.cost_rows().await;
+    assert_eq!(rows.len(), 3, "{rows:?}");
+    for (answer, events) in [(&id, &events), (&long_id, &whole)] {
+        let row = rows.iter().find(|r| &r.0 == answer).unwrap();
+        assert_eq!(row.1, "succeeded", "{row:?}");
+        let usage = &events.last().unwrap().1["response"]["usage"];
+        assert_eq!(i64::from(row.3), usage["output_tokens"].as_i64().unwrap());
+    }
+}

@@ -1,8 +1,8 @@
 """Stored responses, function tools and background mode on the Responses API, with the official `openai`
 Python SDK: a three-turn conversation through `previous_response_id` (the earlier turns read from the
 worker's cache), retrieve and delete, a function-tool round trip (whole and streamed), a background
-response polled to completion and one cancelled, and log probabilities refused by name on chat and
-Responses."""
+response polled to completion, one streamed and resumed with `starting_after`, and one cancelled, and log
+probabilities refused by name on chat and Responses."""
 
 from __future__ import annotations
 
@@ -177,3 +177,37 @@ def test_background_cancelled(stack, client, model):
         time.sleep(0.05)
     assert cost_record_status(stack, queued.id) == "cancelled"
     assert client.responses.retrieve(queued.id).status == "cancelled"
+
+
+def test_background_streamed_then_resumed(stack, client, model):
+    stream = client.responses.create(
+        model=model, input="Count from one to twenty.", max_output_tokens=48, temperature=0, background=True, stream=True
+    )
+    first = []
+    for event in stream:
+        first.append(event)
+        if len(first) == 4:
+            break  # the connection drops
+    stream.close()
+    created = first[0]
+    assert created.type == "response.created" and created.response.status == "queued" and created.response.background is True
+    assert [e.sequence_number for e in first] == [0, 1, 2, 3]
+    response_id = created.response.id
+    resumed = list(client.responses.retrieve(response_id, stream=True, starting_after=first[-1].sequence_number))
+    assert [e.sequence_number for e in resumed] == list(range(4, 4 + len(resumed)))
+    final = resumed[-1]
+    assert final.type in ("response.completed", "response.incomplete"), final.type
+    text = "".join(e.delta for e in first + resumed if e.type == "response.output_text.delta")
+    assert final.response.output_text == text
+    assert_cost(final.response.usage)
+    # The whole stream again, from the first event: the same events.
+    replayed = list(client.responses.retrieve(response_id, stream=True))
+    assert [e.model_dump() for e in replayed] == [e.model_dump() for e in first + resumed]
+    stored = client.responses.retrieve(response_id)
+    assert stored.status == final.response.status and stored.output_text == text
+    assert cost_record_status(stack, response_id) == "succeeded"
+    # Only a background response streams from GET.
+    online = client.responses.create(model=model, input="Say hi.", max_output_tokens=8)
+    with pytest.raises(openai.BadRequestError) as refused:
+        client.responses.retrieve(online.id, stream=True)
+    assert refused.value.param == "stream"

@@ -78,6 +78,12 @@ pub fn json_event(value: &Value) -> Bytes {
 pub struct Completion(std::sync::Arc<std::sync::Mutex<Option<oneshot::Receiver<bool>>>>);
 
 impl Completion {
+    /// Completion as `receiver` will tell it.
+    #[must_use]
+    pub fn new(receiver: oneshot::Receiver<bool>) -> Self {
+        Self(std::sync::Arc::new(std::sync::Mutex::new(Some(receiver))))
+    }
+
     /// Whether the stream completed, once its relay ends; `false` if the relay was lost or this was
     /// asked before.
     pub async fn completed(&self) -> bool {
@@ -107,7 +113,7 @@ pub fn relay(ledger: Ledger, upstream: Upstream, dialect: impl Events) -> Respon
         ([(header::CONTENT_TYPE, "text/event-stream"), (header::CACHE_CONTROL, "no-cache")], Body::from_stream(ReceiverStream::new(rx)))
             .into_response();
     request_id::attach(&mut response, &request_id);
-    response.extensions_mut().insert(Completion(std::sync::Arc::new(std::sync::Mutex::new(Some(completion)))));
+    response.extensions_mut().insert(Completion::new(completion));
     response
 }
 

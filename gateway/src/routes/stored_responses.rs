@@ -1,6 +1,7 @@
 //! `GET` and `DELETE /v1/responses/{id}`, `GET /v1/responses/{id}/input_items`, `POST
 //! /v1/responses/{id}/cancel`: a tenant's stored responses (`inference::responses::store`, `background`).
-//! Another tenant's id, a deleted or an expired one is a 404.
+//! Another tenant's id, a deleted or an expired one is a 404. A background response's events are streamed
+//! from `GET ...?stream=true` (`inference::responses::replay`).
 
 use std::collections::HashMap;
 
@@ -15,7 +16,7 @@ use crate::auth::Caller;
 use crate::db::responses as rows;
 use crate::error::ApiError;
 use crate::extract::Path;
-use crate::inference::responses::background;
+use crate::inference::responses::{background, replay};
 use crate::request_id;
 use crate::state::AppState;
 
@@ -25,6 +26,35 @@ fn not_found(id: &str) -> ApiError {
     ApiError::NotFound(format!("response '{id}'"))
 }
 
+/// How `GET /v1/responses/{id}` answers: the Response, or a background response's events after
+/// sequence number `after` (from the first, for `None`).
+#[derive(Debug, PartialEq, Eq)]
+enum Retrieval {
+    Whole,
+    Events { after: Option<u64> },
+}
+
+impl Retrieval {
+    fn of(query: &HashMap<String, String>) -> Result<Self, ApiError> {
+        no_query(query, &["stream", "starting_after"])?;
+        let stream = match query.get("stream").map(String::as_str) {
+            None | Some("false") => false,
+            Some("true") => true,
+            Some(_) => return Err(ApiError::invalid("stream must be true or false", "stream")),
+        };
+        let Some(after) = query.get("starting_after") else {
+            return Ok(if stream { Self::Events { after: None } } else { Self::Whole });
+        };
+        if !stream {
+            return Err(ApiError::invalid("starting_after is read only with stream=true", "starting_after"));
+        }
+        let after = after
+            .parse::<u64>()
+            .map_err(|_| ApiError::invalid("starting_after must be an event's sequence number: an integer from 0", "starting_after"))?;
+        Ok(Self::Events { after: Some(after) })
+    }
+}
+
 #[utoipa::path(
     get,
     path = "/v1/responses/{id}",
@@ -32,11 +62,22 @@ fn not_found(id: &str) -> ApiError {
     operation_id = "getResponse",
     summary = "Retrieve a stored response",
     description = "The Response as it was answered (cost included), while it is kept: `store` was not false, and the \
-tenant's retention period has not passed.",
-    params(("id" = String, Path, description = "The response id", example = "resp_0190b7a8c6f07d3e8a1b2c3d4e5f6a7b")),
+tenant's retention period has not passed. With `stream=true`, a background response's events as server-sent events: \
+those after `starting_after` (all kept, without it), then the live ones until the response ends; a client that leaves \
+the stream leaves the response running. The last 10,000 events of each response are kept, for 24 hours after the \
+last one (or the tenant's retention, if shorter). Streaming a response that was not run in the background is a 400.",
+    params(
+        ("id" = String, Path, description = "The response id", example = "resp_0190b7a8c6f07d3e8a1b2c3d4e5f6a7b"),
+        ("stream" = Option<bool>, Query, description = "`true`: the events of a background response, as server-sent events"),
+        ("starting_after" = Option<u64>, Query, description = "With `stream=true`: stream the events whose `sequence_number` is greater", minimum = 0),
+    ),
     security(("api_key" = []), ("x_api_key" = [])),
     responses(
-        (status = 200, description = "The stored Response", body = crate::apidoc::responses::ResponseObject),
+        (status = 200, description = "The stored Response; with `stream=true`, its events",
+            content(
+                (crate::apidoc::responses::ResponseObject = "application/json"),
+                (crate::apidoc::streams::ResponsesSse = "text/event-stream"),
+            )),
         crate::apidoc::errors::StoredResponseErrors,
     )
 )]
@@ -46,8 +87,14 @@ pub(super) async fn retrieve(
     Path(id): Path<String>,
     Query(query): Query<HashMap<String, String>>,
 ) -> Result<Response, ApiError> {
-    no_query(&query, &[])?;
+    let retrieval = Retrieval::of(&query)?;
     let stored = rows::get(&state.db, caller.tenant_id, &id).await?.ok_or_else(|| not_found(&id))?;
+    if let Retrieval::Events { after } = retrieval {
+        if !stored.background {
+            return Err(ApiError::invalid("only a background response can be streamed; GET it without stream", "stream"));
+        }
+        return Ok(replay::stream(state, caller.tenant_id, stored.id, after, None));
+    }
     let mut response = ([(header::CONTENT_TYPE, "application/json")], stored.response).into_response();
     request_id::attach(&mut response, &stored.id);
     Ok(response)
@@ -147,4 +194,33 @@ pub(super) async fn cancel(State(state): State<AppState>, caller: Caller, Path(i
     let mut response = ([(header::CONTENT_TYPE, "application/json")], text).into_response();
     request_id::attach(&mut response, &id);
     Ok(response)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn query(pairs: &[(&str, &str)]) -> HashMap<String, String> {
+        pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()
+    }
+
+    fn param(result: Result<Retrieval, ApiError>) -> Option<&'static str> {
+        match result {
+            Err(ApiError::InvalidRequest { param, .. }) => param,
+            other => panic!("not a 400: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn stream_and_starting_after_are_read_together() {
+        assert_eq!(Retrieval::of(&query(&[])).unwrap(), Retrieval::Whole);
+        assert_eq!(Retrieval::of(&query(&[("stream", "false")])).unwrap(), Retrieval::Whole);
+        assert_eq!(Retrieval::of(&query(&[("stream", "true")])).unwrap(), Retrieval::Events { after: None });
+        assert_eq!(Retrieval::of(&query(&[("stream", "true"), ("starting_after", "7")])).unwrap(), Retrieval::Events { after: Some(7) });
+        assert_eq!(param(Retrieval::of(&query(&[("stream", "yes")]))), Some("stream"));
+        for bad in ["-1", "1.5", "x", ""] {
+            assert_eq!(param(Retrieval::of(&query(&[("stream", "true"), ("starting_after", bad)]))), Some("starting_after"), "{bad}");
+        }
+        assert_eq!(param(Retrieval::of(&query(&[("starting_after", "3")]))), Some("starting_after"));
+    }
 }

@@ -1,6 +1,8 @@
 //! Streaming a Response: the event sequence the SDK's stream helper expects (`response.created` first,
 //! each item, and a message's text part, announced before any delta, a complete `response.completed`
-//! last), each event with an `event:` line and a `sequence_number`. No `[DONE]`.
+//! last), each event with an `event:` line and a `sequence_number`. No `[DONE]`. A background
+//! response's `response.created` (status `queued`) was written when it was queued (`background.rs`), so
+//! its run starts at `response.in_progress`, numbered 1.
 //!
 //! Text arrives as `response.output_text.delta`s of the message item; each tool call as its own
 //! `function_call` item (`output_item.added` with empty `arguments`), then
@@ -42,9 +44,9 @@ pub struct ResponseEvents {
 impl ResponseEvents {
     pub fn new(shell: Shell, keeper: Option<Keeper>) -> Self {
         Self {
+            sequence: u64::from(shell.background()),
             shell,
             keeper,
-            sequence: 0,
             text: String::new(),
             logprobs: Vec::new(),
             message_index: None,
@@ -136,13 +138,21 @@ impl ResponseEvents {
     }
 }
 
+/// An event carrying a whole Response (`response.created`, `.completed`, `.incomplete`, `.failed`),
+/// written around the Response's own text so that its cost keeps its exact digits.
+pub fn response_event(kind: &str, sequence: u64, response: &str) -> Bytes {
+    Bytes::from(format!("event: {kind}\ndata: {{\"type\":\"{kind}\",\"sequence_number\":{sequence},\"response\":{response}}}\n\n"))
+}
+
 impl Events for ResponseEvents {
     fn start(&mut self) -> Vec<Bytes> {
         let response = self.shell.response(None);
-        vec![
-            self.event("response.created", json!({"response": response})),
-            self.event("response.in_progress", json!({"response": response})),
-        ]
+        let mut events = Vec::with_capacity(2);
+        if !self.shell.background() {
+            events.push(self.event("response.created", json!({"response": response})));
+        }
+        events.push(self.event("response.in_progress", json!({"response": response})));
+        events
     }
 
     fn chunk(&mut self, chunk: Value) -> Vec<Bytes> {
@@ -189,11 +199,8 @@ impl Events for ResponseEvents {
             keeper.keep(&self.shell.id, status, &response["output"], &response_text).await;
         }
         let kind = if self.cut { "response.incomplete" } else { "response.completed" };
-        let sequence = self.sequence;
+        events.push(response_event(kind, self.sequence, &response_text));
         self.sequence += 1;
-        events.push(Bytes::from(format!(
-            "event: {kind}\ndata: {{\"type\":\"{kind}\",\"sequence_number\":{sequence},\"response\":{response_text}}}\n\n"
-        )));
         events
     }
 

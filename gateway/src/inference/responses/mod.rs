@@ -5,6 +5,7 @@ pub mod background;
 mod events;
 mod object;
 mod parameters;
+pub mod replay;
 pub mod store;
 mod tools;
 /// Public for the fuzz harness; the dialect is the only other caller.

@@ -39,6 +39,11 @@ impl Shell {
         }
     }
 
+    /// Whether the response runs in the background (`background: true`).
+    pub fn background(&self) -> bool {
+        self.request.get("background").and_then(Value::as_bool) == Some(true)
+    }
+
     /// The output message item.
     pub fn message(&self, text: &str, logprobs: &[Value], status: &str) -> Value {
         json!({
