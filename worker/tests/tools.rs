@@ -167,8 +167,10 @@ async fn a_tool_round_trip_renders_and_bad_tools_are_refused() {
             ]);
             let (status, body) = post(url, &req).await;
             assert_eq!(status, 200, "{served}: {body}");
+            // Text, calls, or (under `auto`) a call cut at max_tokens, which is neither.
             let message = &body["choices"][0]["message"];
-            assert!(message["content"].is_string() || message["tool_calls"].is_array(), "{served}: {body}");
+            let cut = body["choices"][0]["finish_reason"] == "length";
+            assert!(message["content"].is_string() || message["tool_calls"].is_array() || cut, "{served}: {body}");
         }
     }
     let url = &worker().url;
@@ -217,4 +219,36 @@ async fn sampled_arguments_hold_only_the_keys_the_tool_declares() {
             }
         }
     }
+}
+
+/// A Harmony model's answer is its final channel, whole and streamed, also without tools: a GBNF grammar
+/// makes the embedded model write what gpt-oss writes (thinking, then the final channel). Its log
+/// probabilities are refused by name (its tokens are not the content's).
+#[tokio::test]
+async fn a_harmony_answer_is_its_final_channel() {
+    let url = &family_workers().iter().find(|(format, _)| *format == "harmony").unwrap().1.url;
+    let grammar =
+        r#"root ::= "<|channel|>analysis<|message|>" [a-z ]{1,20} "<|end|><|start|>assistant<|channel|>final<|message|>It is sunny.""#;
+    let request = |stream: bool| {
+        json!({"model": MODEL, "messages": [{"role": "user", "content": "Weather?"}], "grammar": grammar,
+               "max_tokens": 60, "temperature": 0, "stream": stream})
+    };
+    let (status, body) = post(url, &request(false)).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["choices"][0]["message"]["content"], "It is sunny.", "{body}");
+    assert_eq!(body["choices"][0]["finish_reason"], "stop");
+    let text = common::post_chat(url, &request(true)).send().await.unwrap().text().await.unwrap();
+    let events = sse_data(&text);
+    assert_eq!(events.last().unwrap(), "[DONE]", "{text}");
+    let content: String = events[..events.len() - 1]
+        .iter()
+        .map(|e| serde_json::from_str::<Value>(e).unwrap())
+        .filter_map(|c| c["choices"][0]["delta"]["content"].as_str().map(str::to_owned))
+        .collect();
+    assert_eq!(content, "It is sunny.", "{text}");
+    let mut logprobs = request(false);
+    logprobs["logprobs"] = json!(true);
+    let (status, body) = post(url, &logprobs).await;
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(body["error"]["param"], "logprobs");
 }

@@ -19,7 +19,7 @@ use crate::engine::receipt::ReceiptWriter;
 use crate::engine::{Event, Job, Loaded, SamplingParams};
 use crate::error::ApiError;
 use crate::tools::markers::Markers;
-use crate::tools::{grammar, Choice, ToolRequest};
+use crate::tools::{grammar, Choice, ToolFormat, ToolRequest};
 
 /// A checked request, ready to submit.
 #[derive(Debug)]
@@ -112,7 +112,7 @@ pub async fn prepare(
     if request.stream_options.is_some() && !request.stream {
         return Err(ApiError::invalid("stream_options is only allowed when stream is true", "stream_options"));
     }
-    let logprobs = logprobs(request, tools.as_ref())?;
+    let logprobs = logprobs(request, tools.as_ref(), loaded.template.tool_format)?;
     // Constrained JSON answers get the repetition guard and the closing bonus by default: that is where
     // small models loop. Tool calls are such JSON too, whenever the grammar holds the answer to JSON from
     // its first token.
@@ -151,16 +151,23 @@ pub async fn prepare(
             Some(compiled.map_err(|refusal| ApiError::Refused { refusal, param })?)
         }
     };
-    // Under `tool_choice: none` the tools were only described: the answer is read as plain text.
-    let tools = tools.filter(|t| t.choice != Choice::None).map(Arc::new);
-    Ok(Prepared { prompt, max_tokens, sampling, stop, constraint, tools, answer_validator, logprobs })
+    // Under `tool_choice: none` the tools were only described: the answer is read as plain text, or, from
+    // a model that writes channels, for its final channel.
+    let (tools, answer_validator) = match tools.filter(|t| t.choice != Choice::None) {
+        None if loaded.template.tool_format == ToolFormat::Harmony => {
+            let validator = answer_validator.or_else(|| constraint.as_ref().and_then(|c| c.validator()));
+            (Some(ToolRequest::reading(ToolFormat::Harmony)), validator)
+        }
+        tools => (tools, answer_validator),
+    };
+    Ok(Prepared { prompt, max_tokens, sampling, stop, constraint, tools: tools.map(Arc::new), answer_validator, logprobs })
 }
 
 /// `logprobs` and `top_logprobs`, checked as OpenAI checks them: `top_logprobs` 0 to 20, and only with
 /// `logprobs: true`. Refused with tools that may be called: the answer's text is then read for calls
 /// (and in the generic format the content is a string inside the model's JSON), so its tokens are not
-/// the content's.
-fn logprobs(request: &ChatCompletionRequest, tools: Option<&ToolRequest>) -> Result<Option<usize>, ApiError> {
+/// the content's; and for a model that writes channels (Harmony), whose content is its final channel.
+fn logprobs(request: &ChatCompletionRequest, tools: Option<&ToolRequest>, format: ToolFormat) -> Result<Option<usize>, ApiError> {
     let top = request.top_logprobs.unwrap_or(0);
     if top > runaii_wire::MAX_TOP_LOGPROBS {
         return Err(ApiError::invalid(format!("top_logprobs must be between 0 and {}", runaii_wire::MAX_TOP_LOGPROBS), "top_logprobs"));
@@ -171,6 +178,15 @@ fn logprobs(request: &ChatCompletionRequest, tools: Option<&ToolRequest>) -> Res
         }
         return Ok(None);
     };
+    if format == ToolFormat::Harmony {
+        return Err(ApiError::InvalidRequest {
+            message: "log probabilities are not returned by this model: it writes its answer in channels (Harmony), \
+                      so its tokens are not the content's"
+                .into(),
+            param: Some("logprobs"),
+            code: "logprobs_unsupported",
+        });
+    }
     if tools.is_some_and(|t| t.choice != Choice::None) {
         return Err(ApiError::InvalidRequest {
             message: "log probabilities are not returned with tools the model may call: the answer's text is read for calls, \

@@ -65,6 +65,13 @@ impl ToolRequest {
         }
     }
 
+    /// No tool to call, but the answer read in `format`'s structure: a model that writes channels
+    /// (Harmony) answers in its final channel whether or not it was offered tools.
+    #[must_use]
+    pub fn reading(format: ToolFormat) -> Self {
+        Self { tools: Vec::new(), choice: Choice::None, parallel: false, format }
+    }
+
     /// `None` when the request offers no tools.
     ///
     /// # Errors

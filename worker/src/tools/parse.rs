@@ -3,7 +3,7 @@
 use serde_json::Value;
 
 use super::format::{harmony, HERMES_CLOSE, HERMES_OPEN, MISTRAL_ARGS, MISTRAL_CALLS};
-use super::{ToolFormat, ToolRequest};
+use super::{Choice, ToolFormat, ToolRequest};
 use crate::error::ApiError;
 
 /// One call read from the answer: the tool's name and its arguments as compact JSON text.
@@ -40,6 +40,10 @@ pub fn parse(request: &ToolRequest, text: &str) -> Result<Parsed, ApiError> {
         ToolFormat::MistralArgs => mistral_args(text)?,
         ToolFormat::Harmony => harmony_answer(text)?,
     };
+    if request.choice == Choice::None {
+        // Nothing could be called (the answer is only read for its structure): a call is not an answer.
+        return Ok(Parsed { calls: Vec::new(), ..parsed });
+    }
     for call in &parsed.calls {
         check(request, call)?;
     }
@@ -172,9 +176,13 @@ fn harmony_answer(text: &str) -> Result<Parsed, ApiError> {
     Ok(parsed)
 }
 
-/// What a cut Harmony answer wrote in its final channel, if it got there.
+/// What a cut Harmony answer wrote in its final channel, if it got there (text without channels is the
+/// answer as written).
 #[must_use]
 pub fn cut_final(text: &str) -> Option<String> {
+    if !text.contains(harmony::CHANNEL) {
+        return Some(text.to_owned());
+    }
     let (_, rest) = text.split_once(harmony::FINAL)?;
     Some([harmony::END, harmony::RETURN].iter().fold(rest, |r, end| r.split(end).next().unwrap_or(r)).to_owned())
 }
@@ -230,8 +238,8 @@ impl Splitter {
     pub fn new(format: ToolFormat) -> Self {
         let mode = match format {
             ToolFormat::Hermes => Mode::Text,
-            ToolFormat::Generic | ToolFormat::Harmony => Mode::Held,
-            ToolFormat::Llama3 | ToolFormat::Mistral | ToolFormat::MistralArgs => Mode::Undecided,
+            ToolFormat::Generic => Mode::Held,
+            ToolFormat::Llama3 | ToolFormat::Mistral | ToolFormat::MistralArgs | ToolFormat::Harmony => Mode::Undecided,
         };
         Self { format, pending: String::new(), mode, whole: String::new(), final_sent: None }
     }
@@ -310,6 +318,24 @@ impl Splitter {
     /// a tail that could start the marker that ends it.
     fn push_harmony(&mut self, text: &str) -> Vec<Piece> {
         self.whole.push_str(text);
+        if self.mode == Mode::Undecided {
+            // Channels open with `<|channel|>`, or with the recipient in the role (` to=…`); anything else
+            // is text written without them, sent as it comes.
+            let opens = [harmony::CHANNEL, " to="];
+            if opens.iter().any(|o| self.whole.starts_with(o)) {
+                self.mode = Mode::Held;
+            } else if opens.iter().any(|o| o.starts_with(self.whole.as_str())) {
+                return Vec::new();
+            } else {
+                self.mode = Mode::Text;
+            }
+        }
+        if self.mode == Mode::Text {
+            let from = self.final_sent.unwrap_or(0);
+            self.final_sent = Some(self.whole.len());
+            let text = &self.whole[from..];
+            return if text.is_empty() { Vec::new() } else { vec![Piece::Content(text.to_owned())] };
+        }
         let from = match self.final_sent {
             Some(from) => from,
             None => {

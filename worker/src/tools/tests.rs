@@ -222,6 +222,8 @@ fn each_familys_text_answer_is_the_content_and_bad_calls_are_caught() {
             "<|channel|>analysis<|message|>Easy.<|end|><|start|>assistant<|channel|>final<|message|>It is sunny.<|return|>",
             "It is sunny.",
         ),
+        // A model that writes no channels at all is read as it wrote.
+        (ToolFormat::Harmony, "It is sunny.", "It is sunny."),
     ];
     for (format, text, content) in cases {
         let tools = request(None, format);
@@ -237,6 +239,7 @@ fn each_familys_text_answer_is_the_content_and_bad_calls_are_caught() {
     assert_eq!(contents(&stream(&tools, "<|channel|>analysis<|message|>Thinking about it", true)), "");
     let cut = stream(&tools, "<|channel|>analysis<|message|>x<|end|><|start|>assistant<|channel|>final<|message|>Sun<|e", true);
     assert_eq!(contents(&cut), "Sun<|e", "a cut answer keeps what it wrote");
+    assert_eq!(contents(&stream(&tools, "Plain words, cut", true)), "Plain words, cut");
     // A JSON object that is not a call is a Llama 3 answer (a `response_format` schema's), not a call.
     let llama = request(None, ToolFormat::Llama3);
     assert_eq!(parse(&llama, "{\"answer\": \"sunny\"}").unwrap().content.as_deref(), Some("{\"answer\": \"sunny\"}"));
