@@ -188,3 +188,37 @@ async fn abandoned_stream_is_billed_for_delivered_tokens() {
     assert!(row.3 > 0 && row.3 < 2000, "billed for delivered tokens, not zero, not max_tokens: {}", row.3);
     assert!(row.4 > Decimal::ZERO);
 }
+
+/// Answers are gzipped for clients that accept it (the official SDKs do), and read back the same; an event
+/// stream never is, so its chunks still arrive as they are written; a client that does not ask gets plain
+/// JSON.
+#[tokio::test]
+async fn answers_are_gzipped_for_clients_that_ask_and_streams_never() {
+    use std::io::Read as _;
+    let app = spawn_app().await;
+    let models = format!("{}/v1/models", app.base);
+    let plain = client().get(&models).send().await.unwrap();
+    assert!(plain.headers().get("content-encoding").is_none());
+    let plain: Value = plain.json().await.unwrap();
+    let gzipped = client().get(&models).header("accept-encoding", "gzip").send().await.unwrap();
+    assert_eq!(gzipped.headers()["content-encoding"], "gzip");
+    let bytes = gzipped.bytes().await.unwrap();
+    let mut text = String::new();
+    flate2::read::GzDecoder::new(&bytes[..]).read_to_string(&mut text).unwrap();
+    assert_eq!(serde_json::from_str::<Value>(&text).unwrap(), plain);
+
+    let mut stream = invoice_request();
+    stream["stream"] = json!(true);
+    let response = client()
+        .post(format!("{}/v1/chat/completions", app.base))
+        .bearer_auth(&app.key)
+        .header("accept-encoding", "gzip")
+        .json(&stream)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    assert!(response.headers().get("content-encoding").is_none(), "{:?}", response.headers());
+    let text = response.text().await.unwrap();
+    assert!(text.starts_with("data: ") && text.trim_end().ends_with("data: [DONE]"), "{text}");
+}

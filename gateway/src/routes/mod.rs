@@ -9,6 +9,7 @@ mod inference;
 mod messages;
 mod metrics;
 mod models;
+mod panic;
 mod query;
 mod responses;
 mod stored_responses;
@@ -17,6 +18,8 @@ use axum::extract::DefaultBodyLimit;
 use axum::middleware;
 use axum::routing::{get, post};
 use axum::Router;
+use tower_http::catch_panic::CatchPanicLayer;
+use tower_http::compression::CompressionLayer;
 use utoipa::OpenApi;
 
 use crate::error::ApiError;
@@ -74,9 +77,12 @@ pub fn router(state: AppState, service: Router<AppState>) -> Router {
         .layer(middleware::from_fn_with_state(body::Window(state.settings.body_read_timeout_ms), body::read_in_time))
         .merge(files_router(&state))
         .fallback(|| async { ApiError::NoRoute })
+        .layer(CatchPanicLayer::custom(panic::respond))
         .layer(middleware::from_fn(crate::request_id::stamp))
         .layer(middleware::from_fn(crate::metrics::track))
         .layer(middleware::from_fn(runaii_telemetry::trace_requests))
+        // gzip for clients that accept it (JSON, CSV, JSONL, pages); never event streams, which must flow.
+        .layer(CompressionLayer::new().gzip(true))
         .with_state(state)
 }
 
