@@ -414,12 +414,21 @@ pub async fn expire_lines(db: &PgPool) -> Result<u64, sqlx::Error> {
     Ok(done.rows_affected())
 }
 
-/// Running or cancelling batches with no line pending or running: `finalizing`. Validating ones past their
-/// window: `expired`. How many changed.
+/// Cancelling batches' pending lines are cancelled: those a cancel found pending, and those that became
+/// pending after it (a line whose worker was busy, put back to wait; a line taken back from a replica
+/// that died), which no runner would claim in a batch no longer running. Then running or cancelling
+/// batches with no line pending or running: `finalizing`. Validating ones past their window: `expired`.
+/// How many batches changed.
 ///
 /// # Errors
 /// Database errors.
 pub async fn settle(db: &PgPool) -> Result<u64, sqlx::Error> {
+    sqlx::query!(
+        "UPDATE batch_lines SET state = 'cancelled'
+         WHERE state = 'pending' AND batch_id IN (SELECT id FROM batches WHERE status = 'cancelling')"
+    )
+    .execute(db)
+    .await?;
     let finishing = sqlx::query!(
         "UPDATE batches b SET status = 'finalizing', finalizing_at = now(), leased_until = NULL
          WHERE status IN ('in_progress', 'cancelling')
