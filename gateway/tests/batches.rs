@@ -291,6 +291,54 @@ async fn a_cancelled_batch_delivers_and_bills_only_what_ran() {
 }
 
 #[tokio::test]
+async fn a_finalize_that_fails_is_tried_again_soon_and_delivers_and_bills_once() {
+    let app = spawn_app_with(|s| s.batches.concurrency = 1).await;
+    // Postgres refuses the first try to end a batch, after that try has written its files: the fault of a
+    // database that fails one statement (a connection lost, a pool timing out) at the worst moment.
+    sqlx::raw_sql(
+        "CREATE SEQUENCE finalize_refusals;
+         CREATE FUNCTION refuse_first_finish() RETURNS trigger LANGUAGE plpgsql AS $$
+         BEGIN
+             IF nextval('finalize_refusals') = 1 THEN
+                 RAISE EXCEPTION 'injected fault: the batch is not ended this time';
+             END IF;
+             RETURN NEW;
+         END $$;
+         CREATE TRIGGER refuse_first_finish BEFORE UPDATE ON batches FOR EACH ROW
+             WHEN (OLD.status = 'finalizing' AND NEW.status <> 'finalizing') EXECUTE FUNCTION refuse_first_finish();",
+    )
+    .execute(&app.db)
+    .await
+    .unwrap();
+    let lines: Vec<String> = (0..30).map(|i| short_line(&format!("line-{i}"))).collect();
+    let file = upload(&app, &lines).await;
+    let id = create(&app, &file).await["id"].as_str().unwrap().to_owned();
+    wait_for(&app, &id, &["in_progress"]).await;
+    let (status, _) = call(&app, &app.key, reqwest::Method::POST, &format!("/v1/batches/{id}/cancel"), None).await;
+    assert_eq!(status, 200);
+
+    // Well within the lease a try holds (ten minutes): the failed try gave its batch back.
+    let batch = wait_within(&app, &id, &["cancelled"], 60).await;
+    let tries: i64 = sqlx::query_scalar("SELECT last_value FROM finalize_refusals").fetch_one(&app.db).await.unwrap();
+    assert!(tries >= 2, "the fault was not hit: {tries}");
+    let ran = batch["request_counts"]["completed"].as_i64().unwrap() + batch["request_counts"]["failed"].as_i64().unwrap();
+    let output = file_lines(&app, &batch["output_file_id"]).await;
+    let errors = file_lines(&app, &batch["error_file_id"]).await;
+    assert_eq!(output.len() + errors.len(), 30, "every line is accounted for, once: {batch}");
+    assert_eq!(records(&app, &id).await.len(), usize::try_from(ran).unwrap(), "billed only what ran, once");
+    // The failed try's files are gone: the tenant has its input and the batch's files, nothing more.
+    let (_, files) = call(&app, &app.key, reqwest::Method::GET, "/v1/files", None).await;
+    let mut listed: Vec<&str> = files["data"].as_array().unwrap().iter().map(|f| f["id"].as_str().unwrap()).collect();
+    listed.sort_unstable();
+    let mut expected: Vec<&str> =
+        [Some(file.as_str()), batch["output_file_id"].as_str(), batch["error_file_id"].as_str()].into_iter().flatten().collect();
+    expected.sort_unstable();
+    assert_eq!(listed, expected, "{files}");
+    let kept: i64 = sqlx::query_scalar("SELECT count(*) FROM files").fetch_one(&app.db).await.unwrap();
+    assert_eq!(kept, i64::try_from(expected.len()).unwrap());
+}
+
+#[tokio::test]
 async fn a_line_put_back_after_its_batch_was_cancelled_is_cancelled_and_the_batch_ends() {
     let app = spawn_app().await;
     let (key_id, tenant): (uuid::Uuid, uuid::Uuid) =
