@@ -55,13 +55,17 @@ async fn create(app: &TestApp, file: &str) -> Value {
 }
 
 async fn wait_for(app: &TestApp, id: &str, done: &[&str]) -> Value {
-    let deadline = Instant::now() + Duration::from_secs(240);
+    wait_within(app, id, done, 240).await
+}
+
+async fn wait_within(app: &TestApp, id: &str, done: &[&str], seconds: u64) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(seconds);
     loop {
         let (_, batch) = call(app, &app.key, reqwest::Method::GET, &format!("/v1/batches/{id}"), None).await;
         if done.contains(&batch["status"].as_str().unwrap()) {
             return batch;
         }
-        assert!(Instant::now() < deadline, "batch still {} after 240 s: {batch}", batch["status"]);
+        assert!(Instant::now() < deadline, "batch still {} after {seconds} s: {batch}", batch["status"]);
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
@@ -284,6 +288,81 @@ async fn a_cancelled_batch_delivers_and_bills_only_what_ran() {
     let cancelled = errors.iter().filter(|l| l["error"]["code"] == "batch_cancelled").count();
     assert_eq!(usize::try_from(ran).unwrap() + cancelled, 30);
     assert_eq!(records(&app, id).await.len(), usize::try_from(ran).unwrap(), "billed only what ran");
+}
+
+#[tokio::test]
+async fn a_finalize_that_fails_is_tried_again_soon_and_delivers_and_bills_once() {
+    let app = spawn_app_with(|s| s.batches.concurrency = 1).await;
+    // Postgres refuses the first try to end a batch, after that try has written its files: the fault of a
+    // database that fails one statement (a connection lost, a pool timing out) at the worst moment.
+    sqlx::raw_sql(
+        "CREATE SEQUENCE finalize_refusals;
+         CREATE FUNCTION refuse_first_finish() RETURNS trigger LANGUAGE plpgsql AS $$
+         BEGIN
+             IF nextval('finalize_refusals') = 1 THEN
+                 RAISE EXCEPTION 'injected fault: the batch is not ended this time';
+             END IF;
+             RETURN NEW;
+         END $$;
+         CREATE TRIGGER refuse_first_finish BEFORE UPDATE ON batches FOR EACH ROW
+             WHEN (OLD.status = 'finalizing' AND NEW.status <> 'finalizing') EXECUTE FUNCTION refuse_first_finish();",
+    )
+    .execute(&app.db)
+    .await
+    .unwrap();
+    let lines: Vec<String> = (0..30).map(|i| short_line(&format!("line-{i}"))).collect();
+    let file = upload(&app, &lines).await;
+    let id = create(&app, &file).await["id"].as_str().unwrap().to_owned();
+    wait_for(&app, &id, &["in_progress"]).await;
+    let (status, _) = call(&app, &app.key, reqwest::Method::POST, &format!("/v1/batches/{id}/cancel"), None).await;
+    assert_eq!(status, 200);
+
+    // Well within the lease a try holds (ten minutes): the failed try gave its batch back.
+    let batch = wait_within(&app, &id, &["cancelled"], 60).await;
+    let tries: i64 = sqlx::query_scalar("SELECT last_value FROM finalize_refusals").fetch_one(&app.db).await.unwrap();
+    assert!(tries >= 2, "the fault was not hit: {tries}");
+    let ran = batch["request_counts"]["completed"].as_i64().unwrap() + batch["request_counts"]["failed"].as_i64().unwrap();
+    let output = file_lines(&app, &batch["output_file_id"]).await;
+    let errors = file_lines(&app, &batch["error_file_id"]).await;
+    assert_eq!(output.len() + errors.len(), 30, "every line is accounted for, once: {batch}");
+    assert_eq!(records(&app, &id).await.len(), usize::try_from(ran).unwrap(), "billed only what ran, once");
+    // The failed try's files are gone: the tenant has its input and the batch's files, nothing more.
+    let (_, files) = call(&app, &app.key, reqwest::Method::GET, "/v1/files", None).await;
+    let mut listed: Vec<&str> = files["data"].as_array().unwrap().iter().map(|f| f["id"].as_str().unwrap()).collect();
+    listed.sort_unstable();
+    let mut expected: Vec<&str> =
+        [Some(file.as_str()), batch["output_file_id"].as_str(), batch["error_file_id"].as_str()].into_iter().flatten().collect();
+    expected.sort_unstable();
+    assert_eq!(listed, expected, "{files}");
+    let kept: i64 = sqlx::query_scalar("SELECT count(*) FROM files").fetch_one(&app.db).await.unwrap();
+    assert_eq!(kept, i64::try_from(expected.len()).unwrap());
+}
+
+#[tokio::test]
+async fn a_line_put_back_after_its_batch_was_cancelled_is_cancelled_and_the_batch_ends() {
+    let app = spawn_app().await;
+    let (key_id, tenant): (uuid::Uuid, uuid::Uuid) =
+        sqlx::query_as("SELECT id, tenant_id FROM api_keys WHERE public_id = $1").bind(&app.key[3..15]).fetch_one(&app.db).await.unwrap();
+    // A batch cancelled while its line 0 ran on a replica that then died before its worker answered
+    // (nothing billed): taken back, the line is pending again, in a batch no longer running. A line whose
+    // worker was busy (503, put back to wait) after the cancel is the same.
+    let dead = uuid::Uuid::now_v7();
+    let mut tx = app.db.begin().await.unwrap();
+    running_batch(&mut tx, key_id, tenant, "batch_c1", 3).await;
+    sqlx::query("UPDATE batches SET status = 'cancelling', cancelling_at = now() WHERE id = 'batch_c1'").execute(&mut *tx).await.unwrap();
+    sqlx::query("UPDATE batch_lines SET state = CASE WHEN line = 0 THEN 'running' ELSE 'cancelled' END, claimed_by = $1")
+        .bind(dead)
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+
+    let batch = wait_within(&app, "batch_c1", &["cancelled"], 30).await;
+    assert_eq!(batch["request_counts"], json!({"total": 3, "completed": 0, "failed": 0}), "{batch}");
+    let errors = file_lines(&app, &batch["error_file_id"]).await;
+    let codes: Vec<&str> = errors.iter().map(|l| l["error"]["code"].as_str().unwrap()).collect();
+    assert_eq!(codes, ["batch_cancelled"; 3], "{errors:?}");
+    assert!(records(&app, "batch_c1").await.is_empty(), "nothing ran, nothing billed");
 }
 
 #[tokio::test]

@@ -6,8 +6,9 @@ use serde::Serialize;
 use serde_json::json;
 use serde_json::value::RawValue;
 
-use crate::db::batches::{self as rows, Finished};
+use crate::db::batches::{self as rows, BatchRow, Finished, Lease};
 use crate::error::ApiError;
+use crate::files;
 use crate::files::writer::Writer;
 use crate::files::DEFAULT_EXPIRY_S;
 use crate::state::AppState;
@@ -29,15 +30,51 @@ struct Answer<'a> {
     body: Box<RawValue>,
 }
 
-/// Writes batch `id`'s files and ends it: `cancelled` when it was cancelled, `expired` when lines expired
-/// unrun, `completed` otherwise.
+/// Writes the files of the batch `lease` holds and ends it: `cancelled` when it was cancelled, `expired`
+/// when lines expired unrun, `completed` otherwise.
+///
+/// A try that fails leaves the batch `finalizing` for another (the runner gives its lease back). Each try
+/// first deletes the files an earlier one finished, and writes both files whole: the batch ends with one
+/// output and one error file whatever number of tries it took. Nothing here bills: each line's cost
+/// record was written once, when it ran.
 ///
 /// # Errors
-/// Database or storage errors (the batch stays `finalizing`, for a later try).
-pub async fn finalize(state: &AppState, id: &str) -> Result<(), ApiError> {
+/// Database or storage errors.
+pub async fn finalize(state: &AppState, lease: &Lease) -> Result<(), ApiError> {
+    let id = lease.id.as_str();
     let Some(batch) = rows::get(&state.db, None, id).await? else {
         return Ok(());
     };
+    // The batch is still finalizing: any file of these names is an earlier try's, never delivered.
+    let names = [file_name(id, true), file_name(id, false)];
+    let stale = files::discard_batch_output(state, batch.tenant_id, &names).await?;
+    if stale > 0 {
+        tracing::info!(batch = %id, files = stale, "the files of an earlier try to finalize the batch deleted");
+    }
+    let (status, output_id, error_id) = write(state, &batch).await?;
+    let ended = rows::finish(&state.db, lease, status, output_id.as_deref(), error_id.as_deref()).await;
+    if !matches!(ended, Ok(true)) {
+        // Files no batch names: this try's alone to delete (a later try deletes what is left here).
+        for file in output_id.iter().chain(&error_id) {
+            if let Err(e) = files::discard(state, batch.tenant_id, file).await {
+                tracing::warn!(batch = %id, file = %file, error = ?e, "a file of a failed try to finalize the batch not deleted yet");
+            }
+        }
+    }
+    if !ended? {
+        tracing::warn!(batch = %id, "the batch's lease passed to another replica before this one finalized it; its files here deleted");
+    }
+    Ok(())
+}
+
+fn file_name(batch: &str, output: bool) -> String {
+    format!("{batch}_{}.jsonl", if output { "output" } else { "error" })
+}
+
+/// Writes the batch's output and error files (each only when it has a line): the status the batch ends
+/// in and the files' ids.
+async fn write(state: &AppState, batch: &BatchRow) -> Result<(&'static str, Option<String>, Option<String>), ApiError> {
+    let id = batch.id.as_str();
     let (mut output, mut errors): (Option<Writer>, Option<Writer>) = (None, None);
     let (mut after, mut expired) = (-1, false);
     loop {
@@ -49,8 +86,7 @@ pub async fn finalize(state: &AppState, id: &str) -> Result<(), ApiError> {
             let (text, to_output) = render(id, line);
             let file = if to_output { &mut output } else { &mut errors };
             if file.is_none() {
-                let name = format!("{id}_{}.jsonl", if to_output { "output" } else { "error" });
-                *file = Some(Writer::begin(state, batch.tenant_id, &name, i64::MAX).await?);
+                *file = Some(Writer::begin(state, batch.tenant_id, &file_name(id, to_output), i64::MAX).await?);
             }
             if let Some(writer) = file.as_mut() {
                 writer.write(text.as_bytes()).await?;
@@ -72,8 +108,7 @@ pub async fn finalize(state: &AppState, id: &str) -> Result<(), ApiError> {
         Some(writer) => Some(writer.finish("batch_output", None, DEFAULT_EXPIRY_S).await?.id),
         None => None,
     };
-    rows::finish(&state.db, id, status, output_id.as_deref(), error_id.as_deref()).await?;
-    Ok(())
+    Ok((status, output_id, error_id))
 }
 
 /// A line of the output (`true`) or error file, with its newline.

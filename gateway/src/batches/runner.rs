@@ -1,5 +1,5 @@
 //! Every replica runs the batches: it validates and finalizes batches one at a time (each under a lease,
-//! so two replicas never do the same), and runs lines, at most `--batch-concurrency` at once, claimed in
+//! so two replicas never do the same; a try that fails gives its lease back, for a retry soon), and runs lines, at most `--batch-concurrency` at once, claimed in
 //! turns by tenant (the tenant served longest ago goes next, then its batch served longest ago). A line runs as its batch's key in
 //! the `batch` class (`auth::Caller::priority`): at the batch price, after online requests at the worker,
 //! outside the key's online rate limits and its tenant's cap on requests in flight; its credit hold and
@@ -15,7 +15,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::{output, validate};
 use crate::auth::KeyCheck;
-use crate::db::batches::{self as rows, Claimed};
+use crate::db::batches::{self as rows, Claimed, Lease};
 use crate::error::ApiError;
 use crate::inference::chat::Chat;
 use crate::inference::responses::Responses;
@@ -23,6 +23,9 @@ use crate::state::AppState;
 
 /// How long a replica may take to validate or finalize one batch before another may take it over.
 const LEASE_S: f64 = 600.0;
+/// How soon a batch whose validation or finalization failed (a database or storage error) is tried again,
+/// by any replica: its lease is given back, not held until it runs out.
+const RETRY_S: f64 = 5.0;
 /// How many times a line whose worker failed is tried before its failure is its answer.
 const MAX_FAILED_TRIES: i32 = 3;
 /// The largest answer a line keeps.
@@ -56,11 +59,15 @@ async fn step(state: &AppState, slots: &Arc<Semaphore>) -> Result<(), ApiError> 
     }
     rows::expire_lines(db).await?;
     rows::settle(db).await?;
-    while let Some(id) = rows::lease(db, "validating", LEASE_S).await? {
-        validate::validate(state, &id).await?;
+    while let Some(lease) = rows::lease(db, "validating", LEASE_S).await? {
+        if let Err(e) = validate::validate(state, &lease.id).await {
+            give_back(state, &lease, "validate", &e).await;
+        }
     }
-    while let Some(id) = rows::lease(db, "finalizing", LEASE_S).await? {
-        output::finalize(state, &id).await?;
+    while let Some(lease) = rows::lease(db, "finalizing", LEASE_S).await? {
+        if let Err(e) = output::finalize(state, &lease).await {
+            give_back(state, &lease, "finalize", &e).await;
+        }
     }
     while !state.tasks.is_closed() {
         let Ok(permit) = Arc::clone(slots).try_acquire_owned() else { break };
@@ -68,6 +75,15 @@ async fn step(state: &AppState, slots: &Arc<Semaphore>) -> Result<(), ApiError> 
         state.tasks.spawn(run(state.clone(), line, permit));
     }
     Ok(())
+}
+
+/// After a failed try to `work` on the batch of `lease`: the lease given back, so that the batch is tried
+/// again after [`RETRY_S`] rather than held until its lease runs out. Any other batch is taken meanwhile.
+async fn give_back(state: &AppState, lease: &Lease, work: &str, error: &ApiError) {
+    tracing::error!(batch = %lease.id, error = ?error, "a batch could not {work}; tried again in {RETRY_S} s");
+    if let Err(e) = rows::release(&state.db, lease, RETRY_S).await {
+        tracing::error!(batch = %lease.id, error = %e, until = %lease.until, "a batch's lease not given back; it is tried again when it runs out");
+    }
 }
 
 /// Runs one line and keeps its answer; or, when the fleet had no room for it or its worker failed before

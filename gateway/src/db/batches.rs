@@ -155,22 +155,48 @@ pub async fn cancel(db: &PgPool, tenant: Uuid, id: &str) -> Result<bool, sqlx::E
     Ok(changed.rows_affected() > 0)
 }
 
+/// A batch one replica took to validate or finalize, until `until`: that time names the lease, so a
+/// replica whose lease another has since taken over changes nothing with it.
+#[derive(Debug, Clone)]
+pub struct Lease {
+    pub id: String,
+    pub until: DateTime<Utc>,
+}
+
 /// Takes the next batch in `status` (`validating` or `finalizing`) that no live replica is working on,
-/// for `lease_s`: its id.
+/// for `lease_s`.
 ///
 /// # Errors
 /// Database errors.
-pub async fn lease(db: &PgPool, status: &str, lease_s: f64) -> Result<Option<String>, sqlx::Error> {
-    sqlx::query_scalar!(
-        "UPDATE batches SET leased_until = now() + make_interval(secs => $2)
-         WHERE id = (SELECT id FROM batches WHERE status = $1 AND (leased_until IS NULL OR leased_until < now())
-                     ORDER BY created_at LIMIT 1 FOR UPDATE SKIP LOCKED)
-         RETURNING id",
+pub async fn lease(db: &PgPool, status: &str, lease_s: f64) -> Result<Option<Lease>, sqlx::Error> {
+    sqlx::query_as!(
+        Lease,
+        r#"UPDATE batches SET leased_until = now() + make_interval(secs => $2)
+           WHERE id = (SELECT id FROM batches WHERE status = $1 AND (leased_until IS NULL OR leased_until < now())
+                       ORDER BY created_at LIMIT 1 FOR UPDATE SKIP LOCKED)
+           RETURNING id, leased_until AS "until!""#,
         status,
         lease_s,
     )
     .fetch_optional(db)
     .await
+}
+
+/// Gives `lease` back after a failed try: any replica may take its batch again after `retry_s`. Whether
+/// the lease was still this one's.
+///
+/// # Errors
+/// Database errors.
+pub async fn release(db: &PgPool, lease: &Lease, retry_s: f64) -> Result<bool, sqlx::Error> {
+    let done = sqlx::query!(
+        "UPDATE batches SET leased_until = now() + make_interval(secs => $3) WHERE id = $1 AND leased_until = $2",
+        lease.id,
+        lease.until,
+        retry_s,
+    )
+    .execute(db)
+    .await?;
+    Ok(done.rows_affected() > 0)
 }
 
 /// A line as validation read it.
@@ -414,12 +440,21 @@ pub async fn expire_lines(db: &PgPool) -> Result<u64, sqlx::Error> {
     Ok(done.rows_affected())
 }
 
-/// Running or cancelling batches with no line pending or running: `finalizing`. Validating ones past their
-/// window: `expired`. How many changed.
+/// Cancelling batches' pending lines are cancelled: those a cancel found pending, and those that became
+/// pending after it (a line whose worker was busy, put back to wait; a line taken back from a replica
+/// that died), which no runner would claim in a batch no longer running. Then running or cancelling
+/// batches with no line pending or running: `finalizing`. Validating ones past their window: `expired`.
+/// How many batches changed.
 ///
 /// # Errors
 /// Database errors.
 pub async fn settle(db: &PgPool) -> Result<u64, sqlx::Error> {
+    sqlx::query!(
+        "UPDATE batch_lines SET state = 'cancelled'
+         WHERE state = 'pending' AND batch_id IN (SELECT id FROM batches WHERE status = 'cancelling')"
+    )
+    .execute(db)
+    .await?;
     let finishing = sqlx::query!(
         "UPDATE batches b SET status = 'finalizing', finalizing_at = now(), leased_until = NULL
          WHERE status IN ('in_progress', 'cancelling')
@@ -464,29 +499,31 @@ pub async fn lines(db: &PgPool, id: &str, after: i32, limit: i64) -> Result<Vec<
     .await
 }
 
-/// Ends the finalizing batch `id` in `status` (`completed`, `expired` or `cancelled`) with its files.
+/// Ends the finalizing batch of `lease` in `status` (`completed`, `expired` or `cancelled`) with its files,
+/// if the lease is still this one's: whether it ended it.
 ///
 /// # Errors
 /// Database errors.
 pub async fn finish(
     db: &PgPool,
-    id: &str,
+    lease: &Lease,
     status: &str,
     output_file_id: Option<&str>,
     error_file_id: Option<&str>,
-) -> Result<(), sqlx::Error> {
-    sqlx::query!(
-        "UPDATE batches SET status = $2, output_file_id = $3, error_file_id = $4, leased_until = NULL,
-             completed_at = CASE WHEN $2 = 'completed' THEN now() END,
-             expired_at = CASE WHEN $2 = 'expired' THEN now() END,
-             cancelled_at = CASE WHEN $2 = 'cancelled' THEN now() END
-         WHERE id = $1 AND status = 'finalizing'",
-        id,
+) -> Result<bool, sqlx::Error> {
+    let done = sqlx::query!(
+        "UPDATE batches SET status = $3, output_file_id = $4, error_file_id = $5, leased_until = NULL,
+             completed_at = CASE WHEN $3 = 'completed' THEN now() END,
+             expired_at = CASE WHEN $3 = 'expired' THEN now() END,
+             cancelled_at = CASE WHEN $3 = 'cancelled' THEN now() END
+         WHERE id = $1 AND status = 'finalizing' AND leased_until = $2",
+        lease.id,
+        lease.until,
         status,
         output_file_id,
         error_file_id,
     )
     .execute(db)
     .await?;
-    Ok(())
+    Ok(done.rows_affected() > 0)
 }

@@ -159,6 +159,21 @@ pub async fn delete(db: &PgPool, tenant: Uuid, id: &str) -> Result<bool, sqlx::E
     Ok(done.rows_affected() > 0)
 }
 
+/// Deletes the tenant's batch answers (`batch_output`) named `filenames`, leaving their ids in
+/// `file_deletions`; their ids.
+///
+/// # Errors
+/// Database errors.
+pub async fn delete_batch_output(db: &PgPool, tenant: Uuid, filenames: &[String]) -> Result<Vec<String>, sqlx::Error> {
+    sqlx::query_scalar!(
+        "DELETE FROM files WHERE tenant_id = $1 AND purpose = 'batch_output' AND filename = ANY($2) RETURNING id",
+        tenant,
+        filenames,
+    )
+    .fetch_all(db)
+    .await
+}
+
 /// The most bytes the tenant's files may take: its own terms, or `default`.
 ///
 /// # Errors

@@ -112,12 +112,22 @@ pub async fn delete(state: &AppState, tenant: Uuid, id: &str) -> Result<(), ApiE
 /// Deletes file `id` whatever its status (a refused upload's too), then its bytes; whether there was one.
 /// Bytes storage cannot forget now (an object store down) are forgotten by a later sweep ([`expire`]):
 /// the file is gone to every reader either way.
-async fn discard(state: &AppState, tenant: Uuid, id: &str) -> Result<bool, ApiError> {
+pub(crate) async fn discard(state: &AppState, tenant: Uuid, id: &str) -> Result<bool, ApiError> {
     let deleted = rows::delete(&state.db, tenant, id).await?;
     if deleted {
         forget(state, &[id.to_owned()]).await;
     }
     Ok(deleted)
+}
+
+/// Deletes the tenant's batch answers named `filenames`, then their bytes (as [`discard`]); how many.
+///
+/// # Errors
+/// Database errors.
+pub(crate) async fn discard_batch_output(state: &AppState, tenant: Uuid, filenames: &[String]) -> Result<usize, ApiError> {
+    let ids = rows::delete_batch_output(&state.db, tenant, filenames).await?;
+    forget(state, &ids).await;
+    Ok(ids.len())
 }
 
 /// Forgets the bytes of deleted files `ids`; what fails stays in `file_deletions` for the next sweep.
