@@ -52,6 +52,30 @@ fn call_schema(request: &ToolRequest, arguments_key: &str, extra: Option<(&str, 
     }
 }
 
+/// The array of call objects `call`: at least one, exactly one without `parallel_tool_calls`.
+fn calls_array(request: &ToolRequest, call: Value) -> Value {
+    let mut calls = json!({"type": "array", "items": call, "minItems": 1});
+    if !request.parallel {
+        calls["maxItems"] = json!(1);
+    }
+    calls
+}
+
+/// Lark rules `call_<i>: <body>` for each allowed tool (`body` gets the tool and its arguments' schema)
+/// and `call`, any one of them: for formats that name the tool outside the call's JSON.
+fn call_per_tool(request: &ToolRequest, body: impl Fn(&Tool, Value) -> String) -> String {
+    let mut rules = String::new();
+    let names: Vec<String> = callable(request)
+        .enumerate()
+        .map(|(i, tool)| {
+            rules.push_str(&format!("call_{i}: {}\n", body(tool, compact(tool.grammar_parameters.clone()))));
+            format!("call_{i}")
+        })
+        .collect();
+    rules.push_str(&format!("call: {}\n", names.join(" | ")));
+    rules
+}
+
 /// The Lark grammar for the answer; `None` when tool calls are not allowed (`tool_choice: none`), in which
 /// case only `response_format`, if any, constrains it. `think`: Harmony may write its analysis channel
 /// before it answers.
@@ -100,10 +124,7 @@ pub fn lark(request: &ToolRequest, response_schema: Option<&Value>, markers: &Ma
         }
         ToolFormat::Mistral => {
             let id = json!({"type": "string", "pattern": "^[a-zA-Z0-9]{9}$"});
-            let mut calls = json!({"type": "array", "items": call_schema(request, "arguments", Some(("id", id))), "minItems": 1});
-            if !request.parallel {
-                calls["maxItems"] = json!(1);
-            }
+            let calls = calls_array(request, call_schema(request, "arguments", Some(("id", id))));
             let rules = format!("calls: {} calls_json\ncalls_json: %json {}\n", markers.atom(MISTRAL_CALLS), compact(calls));
             let start =
                 if must_call { "start: calls\n".to_owned() } else { either("calls", &markers.text_not_starting_with(MISTRAL_CALLS)) };
@@ -111,20 +132,9 @@ pub fn lark(request: &ToolRequest, response_schema: Option<&Value>, markers: &Ma
         }
         ToolFormat::MistralArgs => {
             let (open, args) = (markers.atom(MISTRAL_CALLS), markers.atom(MISTRAL_ARGS));
-            let mut rules = String::new();
-            let names: Vec<String> = callable(request)
-                .enumerate()
-                .map(|(i, tool)| {
-                    rules.push_str(&format!(
-                        "call_{i}: {open} {} {args} %json {}\n",
-                        literal(&tool.name),
-                        compact(tool.grammar_parameters.clone())
-                    ));
-                    format!("call_{i}")
-                })
-                .collect();
+            let mut rules = call_per_tool(request, |tool, arguments| format!("{open} {} {args} %json {arguments}", literal(&tool.name)));
             let more = if request.parallel { "call*" } else { "" };
-            rules.push_str(&format!("calls: call {more}\ncall: {}\n", names.join(" | ")));
+            rules.push_str(&format!("calls: call {more}\n"));
             let start =
                 if must_call { "start: calls\n".to_owned() } else { either("calls", &markers.text_not_starting_with(MISTRAL_CALLS)) };
             format!("{start}{rules}")
@@ -135,10 +145,7 @@ pub fn lark(request: &ToolRequest, response_schema: Option<&Value>, markers: &Ma
 }
 
 fn generic(request: &ToolRequest, must_call: bool, response_schema: Option<&Value>) -> String {
-    let mut calls = json!({"type": "array", "items": call_schema(request, "arguments", None), "minItems": 1});
-    if !request.parallel {
-        calls["maxItems"] = json!(1);
-    }
+    let calls = calls_array(request, call_schema(request, "arguments", None));
     let calls = json!({"type": "object", "properties": {"tool_calls": calls}, "required": ["tool_calls"], "additionalProperties": false});
     let response = response_schema.cloned().unwrap_or_else(|| json!({"type": "string"}));
     let answer = if must_call {
@@ -154,17 +161,10 @@ fn generic(request: &ToolRequest, must_call: bool, response_schema: Option<&Valu
 fn harmony_grammar(request: &ToolRequest, must_call: bool, answer: Option<&str>, markers: &Markers, think: bool) -> String {
     let (channel, message) = (markers.atom(harmony::CHANNEL), markers.atom(harmony::MESSAGE));
     let (constrain, end) = (markers.atom(harmony::CONSTRAIN), markers.atom(harmony::CALL));
-    let mut rules = String::new();
-    let names: Vec<String> = callable(request)
-        .enumerate()
-        .map(|(i, tool)| {
-            let recipient = literal(&format!("commentary{}{} ", harmony::TO_FUNCTIONS, tool.name));
-            let arguments = compact(tool.grammar_parameters.clone());
-            rules.push_str(&format!("call_{i}: {channel} {recipient} {constrain} \"json\" {message} %json {arguments} {end}\n"));
-            format!("call_{i}")
-        })
-        .collect();
-    rules.push_str(&format!("call: {}\n", names.join(" | ")));
+    let mut rules = call_per_tool(request, |tool, arguments| {
+        let recipient = literal(&format!("commentary{}{} ", harmony::TO_FUNCTIONS, tool.name));
+        format!("{channel} {recipient} {constrain} \"json\" {message} %json {arguments} {end}")
+    });
     let reply = match (must_call, answer) {
         (true, _) => "call".to_owned(),
         (false, Some(answer)) => {

@@ -149,7 +149,7 @@ fn harmony_messages(text: &str) -> Result<Vec<Message<'_>>, ApiError> {
     for chunk in text.split(harmony::START).filter(|c| !c.trim().is_empty()) {
         let chunk = chunk.strip_prefix("assistant").unwrap_or(chunk);
         let (header, body) = chunk.split_once(harmony::MESSAGE).ok_or_else(|| broken("a message has no <|message|>"))?;
-        let body = [harmony::END, harmony::CALL, harmony::RETURN].iter().fold(body, |b, end| b.split(end).next().unwrap_or(b));
+        let body = before_any(body, &[harmony::END, harmony::CALL, harmony::RETURN]);
         // The recipient is written in the role (` to=functions.x<|channel|>commentary json`) or after the
         // channel (`<|channel|>commentary to=functions.x <|constrain|>json`).
         let recipient = header.split_once(" to=").map(|(_, r)| r.split([' ', '<']).next().unwrap_or_default());
@@ -184,7 +184,7 @@ pub fn cut_final(text: &str) -> Option<String> {
         return Some(text.to_owned());
     }
     let (_, rest) = text.split_once(harmony::FINAL)?;
-    Some([harmony::END, harmony::RETURN].iter().fold(rest, |r, end| r.split(end).next().unwrap_or(r)).to_owned())
+    Some(before_any(rest, &FINAL_ENDS).to_owned())
 }
 
 fn check(request: &ToolRequest, call: &Call) -> Result<(), ApiError> {
@@ -344,10 +344,10 @@ impl Splitter {
             }
         };
         let body = &self.whole[from..];
-        let until = match [harmony::END, harmony::RETURN].iter().filter_map(|m| body.find(m)).min() {
+        let until = match FINAL_ENDS.iter().filter_map(|m| body.find(m)).min() {
             // The final message ended: nothing after it is part of the answer.
             Some(end) => from + end,
-            None => self.whole.len() - [harmony::END, harmony::RETURN].iter().map(|m| started(body, m)).max().unwrap_or(0),
+            None => self.whole.len() - FINAL_ENDS.iter().map(|m| started(body, m)).max().unwrap_or(0),
         };
         self.final_sent = Some(until);
         if until <= from {
@@ -359,7 +359,7 @@ impl Splitter {
     /// Harmony: the final channel's text not sent yet, up to the marker that ends it.
     fn final_rest(&self) -> Option<Piece> {
         let rest = &self.whole[self.final_sent?..];
-        let rest = [harmony::END, harmony::RETURN].iter().fold(rest, |r, end| r.split(end).next().unwrap_or(r));
+        let rest = before_any(rest, &FINAL_ENDS);
         (!rest.is_empty()).then(|| Piece::Content(rest.to_owned()))
     }
 
@@ -396,6 +396,14 @@ impl Splitter {
             Mode::Text | Mode::Undecided => Ok((!rest.is_empty()).then_some(Piece::Content(rest)).into_iter().collect()),
         }
     }
+}
+
+/// What ends a Harmony final message.
+const FINAL_ENDS: [&str; 2] = [harmony::END, harmony::RETURN];
+
+/// `text` up to the first of `ends`.
+fn before_any<'a>(text: &'a str, ends: &[&str]) -> &'a str {
+    ends.iter().fold(text, |t, end| t.split(end).next().unwrap_or(t))
 }
 
 /// How many of `text`'s last bytes could be the start of `marker` (a proper prefix of it).
