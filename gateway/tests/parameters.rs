@@ -48,7 +48,7 @@ fn documented() -> Vec<(&'static str, Value, Expect)> {
         ("safety_identifier", json!("end-user-1"), Honoured),
         ("logprobs", json!(true), Honoured),
         ("top_logprobs", json!(2), Honoured),
-        ("n", json!(2), Refused),
+        ("n", json!(2), Honoured),
         ("logit_bias", json!({"50256": -100}), Refused),
         ("store", json!(true), Refused),
         ("metadata", json!({"order": "A-1024"}), Refused),
@@ -115,6 +115,22 @@ async fn every_documented_chat_parameter_is_honoured_or_refused_by_name() {
     assert_eq!(tokens.len(), 3, "{answer}");
     assert!(tokens.iter().all(|t| t["top_logprobs"].as_array().unwrap().len() == 2), "{answer}");
     honoured += 1;
+
+    // Two answers: two choices, the prompt billed once, every answer's tokens, and the record as the answer.
+    let mut two = tiny();
+    two["n"] = json!(2);
+    two["temperature"] = json!(1);
+    let (_, answer, id) = app.post_json("/v1/chat/completions", &two).await;
+    let choices = answer["choices"].as_array().unwrap();
+    assert_eq!(choices.iter().map(|c| c["index"].as_u64().unwrap()).collect::<Vec<_>>(), [0, 1], "{answer}");
+    assert!(choices.iter().all(|c| c["message"]["content"].is_string()), "{answer}");
+    let (_, one, _) = app.post_json("/v1/chat/completions", &tiny()).await;
+    assert_eq!(answer["usage"]["prompt_tokens"], one["usage"]["prompt_tokens"], "the prompt once: {answer}");
+    let rows = app.cost_rows().await;
+    let row = rows.iter().find(|r| r.0 == id).unwrap_or_else(|| panic!("a cost record for {id}: {rows:?}"));
+    let billed = (answer["usage"]["prompt_tokens"].as_i64().unwrap(), answer["usage"]["completion_tokens"].as_i64().unwrap());
+    assert_eq!((i64::from(row.2), i64::from(row.3)), billed, "{answer}");
+    honoured += 2;
 
     let mut unknown = tiny();
     unknown["temprature"] = json!(0.2);

@@ -125,6 +125,51 @@ def test_stream_helper_pydantic(client, model, invoice_messages, invoice_model):
     assert final.usage is not None and final.usage.completion_tokens > 0
 
 
+def test_several_answers_share_one_prompt(client, model, invoice_messages, invoice_response_format):
+    one = client.chat.completions.create(
+        model=model, messages=invoice_messages, temperature=0, response_format=invoice_response_format
+    )
+    three = client.chat.completions.create(
+        model=model, messages=invoice_messages, temperature=0, response_format=invoice_response_format, n=3
+    )
+    assert [c.index for c in three.choices] == [0, 1, 2]
+    for choice in three.choices:
+        assert choice.finish_reason == "stop"
+        assert choice.message.content == one.choices[0].message.content  # greedy: each is the answer alone
+        assert_invoice_json(choice.message.content)
+    # The prompt is billed once, every answer's tokens.
+    assert three.usage.prompt_tokens == one.usage.prompt_tokens
+    assert three.usage.completion_tokens == 3 * one.usage.completion_tokens
+    cost = assert_cost(three.usage)
+    expected = (three.usage.prompt_tokens * 0.10 + three.usage.completion_tokens * 0.30) / 1_000_000
+    assert cost == pytest.approx(expected, rel=1e-6, abs=1e-12)
+
+    stream = client.chat.completions.create(
+        model=model,
+        messages=invoice_messages,
+        temperature=0,
+        response_format=invoice_response_format,
+        n=2,
+        stream=True,
+        stream_options={"include_usage": True},
+    )
+    chunks = list(stream)
+    texts = {0: "", 1: ""}
+    finished = []
+    for chunk in chunks[:-1]:
+        (choice,) = chunk.choices
+        texts[choice.index] += choice.delta.content or ""
+        if choice.finish_reason is not None:
+            finished.append(choice.index)
+    assert sorted(finished) == [0, 1]
+    assert texts == {0: one.choices[0].message.content, 1: one.choices[0].message.content}
+    assert chunks[-1].choices == [] and chunks[-1].usage.completion_tokens == 2 * one.usage.completion_tokens
+
+    with pytest.raises(openai.BadRequestError) as refused:
+        client.chat.completions.create(model=model, messages=invoice_messages, n=129)
+    assert refused.value.param == "n" and refused.value.code == "invalid_value"
+
+
 @pytest.mark.parametrize("kind", ["malformed", "unknown_id", "wrong_secret"])
 def test_invalid_key(stack, model, kind):
     public_id = stack.api_key.split("-")[1]

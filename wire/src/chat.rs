@@ -41,9 +41,10 @@ pub struct ChatCompletionRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(minimum = 1)]
     pub max_completion_tokens: Option<i64>,
-    /// Only 1 is supported.
+    /// How many answers (choices) to generate, each from the same prompt read once: billed for the
+    /// prompt once and every answer's tokens. A worker answers at most as many as it runs sequences.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(minimum = 1, maximum = 1)]
+    #[schema(minimum = 1, maximum = 128)]
     pub n: Option<i64>,
     /// Answer as server-sent events (`text/event-stream` of `chat.completion.chunk`s, then `data: [DONE]`).
     #[serde(default)]

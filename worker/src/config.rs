@@ -36,6 +36,10 @@ pub struct Settings {
     /// so the shared part is not decoded again (`usage.prompt_tokens_details.cached_tokens`).
     #[arg(long, env = "RUNAII_PREFIX_CACHE", default_value_t = true, action = clap::ArgAction::Set)]
     pub prefix_cache: bool,
+    /// Host memory, in MiB, for sequences' KV caches saved when their sequence is reused and restored
+    /// for a later prompt of the same tenant that shares their prefix; 0 turns it off.
+    #[arg(long, env = "RUNAII_PROMPT_CACHE_MIB", default_value_t = 1024)]
+    pub prompt_cache_mib: usize,
     /// Requests that may wait for a free slot; past this the worker answers 503.
     #[arg(long, env = "RUNAII_QUEUE_DEPTH", default_value_t = 64)]
     pub queue_depth: usize,
@@ -99,6 +103,7 @@ impl Settings {
             gpu_layers: self.gpu_layers,
             chat_template_file: self.chat_template_file.clone(),
             prefix_cache: self.prefix_cache,
+            prompt_cache_bytes: if self.prefix_cache { self.prompt_cache_mib.saturating_mul(1 << 20) } else { 0 },
             adapt_threads: self.adapt_threads,
         }
     }

@@ -153,7 +153,11 @@ async fn bad_input_is_a_clear_4xx_and_the_worker_lives() {
     assert_eq!(too_much_output["error"]["param"], "max_tokens", "{too_much_output}");
     assert_error(json!({"model": MODEL, "messages": user, "max_tokens": 0}), 400, "invalid_value").await;
     assert_error(json!({"model": MODEL, "messages": user, "temperature": 7}), 400, "invalid_value").await;
-    assert_error(json!({"model": MODEL, "messages": user, "n": 3}), 400, "invalid_value").await;
+    // More answers than the worker runs sequences (8 by default), or none.
+    for n in [9, 0] {
+        let refused = assert_error(json!({"model": MODEL, "messages": user, "n": n}), 400, "invalid_value").await;
+        assert_eq!(refused["error"]["param"], "n", "{refused}");
+    }
     let long = "word ".repeat(10_000);
     let too_long =
         assert_error(json!({"model": MODEL, "messages": [{"role": "user", "content": long}]}), 400, "context_length_exceeded").await;

@@ -111,3 +111,61 @@ async fn one_tenant_never_reads_another_tenant_s_cached_prefix() {
         common::signed_post(&url, &[(cache_scope::HEADER, "not a scope")], serde_json::to_vec(&question).unwrap()).send().await.unwrap();
     assert_eq!(r.status(), 400, "a malformed scope is refused, not read as none");
 }
+
+/// A long prompt that shares nothing with [`request`]'s but the chat template's first tokens.
+fn other_request() -> Value {
+    let rules: String = (1..=60).map(|n| format!("Clause {n}: deliveries to depot {n} leave before noon, sealed and weighed.\n")).collect();
+    json!({
+        "model": MODEL,
+        "messages": [{"role": "system", "content": rules}, {"role": "user", "content": "Which depot is first?"}],
+        "max_tokens": 8,
+        "temperature": 0,
+    })
+}
+
+#[tokio::test]
+async fn an_evicted_prefix_comes_back_from_host_memory_for_its_own_tenant_only() {
+    // One sequence: any other prompt takes it, and the first prompt's KV cache leaves it.
+    let worker = common::start(&["--slots", "1"]);
+    let base = &worker.url;
+    let scope = |name: &[u8]| CacheScope::of_tenant(&runaii_testkit::worker_secrets(), name).header_value().unwrap().to_owned();
+    let (a, b) = (scope(b"tenant a"), scope(b"tenant b"));
+    let question = request("Invoice 5: item group 4, 19.90 EUR. What is the amount?");
+
+    let cold = post_scoped(base, &question, &a).await;
+    assert_eq!(cached(&cold), 0);
+    let evicting = post_scoped(base, &other_request(), &b).await;
+    assert_eq!(cached(&evicting), 0);
+    assert!(metric(base, "runaii_worker_prompt_cache_saves_total").await >= 1, "a's prefix was saved when b took the sequence");
+
+    // a's prompt again: restored from host memory, not decoded, and the same greedy answer.
+    let warm = post_scoped(base, &question, &a).await;
+    let prompt_tokens = warm["usage"]["prompt_tokens"].as_u64().unwrap();
+    assert_eq!(cached(&warm), prompt_tokens - 1, "all but the last prompt token restored: {}", warm["usage"]);
+    assert_eq!(warm["timings"]["prompt_n"], 1);
+    assert_eq!(warm["choices"][0]["message"]["content"], cold["choices"][0]["message"]["content"], "a restored cache changes no answer");
+    assert_eq!(metric(base, "runaii_worker_prompt_cache_restores_total").await, 1);
+    assert_eq!(metric(base, "runaii_worker_prompt_restored_tokens_total").await, prompt_tokens - 1);
+    assert!(metric(base, "runaii_worker_saved_prefix_bytes").await > 0);
+
+    // b sends a's prompt: a's saved state is not b's to read.
+    let neighbour = post_scoped(base, &question, &b).await;
+    assert_eq!(cached(&neighbour), 0, "tenant b read tenant a's saved prefix: {}", neighbour["usage"]);
+    assert_eq!(metric(base, "runaii_worker_prompt_cache_restores_total").await, 1);
+}
+
+#[tokio::test]
+async fn without_host_memory_an_evicted_prefix_is_decoded_again() {
+    let worker = common::start(&["--slots", "1", "--prompt-cache-mib", "0"]);
+    let base = &worker.url;
+    let question = request("Invoice 6: item group 5, 3.50 EUR. What is the amount?");
+    assert_eq!(cached(&post(base, &question).await.1), 0);
+    post(base, &other_request()).await;
+    let again = post(base, &question).await.1;
+    assert!(
+        cached(&again) < 16,
+        "the prefix left with its sequence (only the chat template's first tokens are shared): {}",
+        again["usage"]
+    );
+    assert_eq!(metric(base, "runaii_worker_prompt_cache_saves_total").await, 0);
+}

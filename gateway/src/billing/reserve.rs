@@ -51,14 +51,16 @@ const PER_TOOL: usize = 64;
 /// instructions and the system message that carries them.
 const TOOLS_ALLOWANCE: usize = 512;
 
-/// The worst-case token counts of a (final, as-sent) chat request: prompt and output.
+/// The worst-case token counts of a (final, as-sent) chat request: prompt (read once, however many
+/// answers) and output (every answer's, `n` of them).
 #[must_use]
 pub fn worst_case_tokens(model: &ModelRow, body: &Value) -> (u32, u32) {
     let context = u32::try_from(model.context_length).unwrap_or(0);
     let prompt = u32::try_from(prompt_bound(body)).unwrap_or(u32::MAX).min(context);
     let asked = ["max_completion_tokens", "max_tokens"].iter().find_map(|k| body.get(*k).and_then(Value::as_u64));
     let output = asked.map_or(context, |n| u32::try_from(n).unwrap_or(u32::MAX).min(context));
-    (prompt, output)
+    let choices = body.get("n").and_then(Value::as_u64).map_or(1, |n| u32::try_from(n).unwrap_or(u32::MAX).max(1));
+    (prompt, output.saturating_mul(choices))
 }
 
 /// The cost of the worst case, at the model's prices. Which prompt tokens a worker will find cached is
@@ -173,6 +175,17 @@ mod tests {
         assert_eq!(output, 50);
         let no_max = json!({"messages": [{"role": "user", "content": "x".repeat(10_000)}]});
         assert_eq!(worst_case_tokens(&model(4096), &no_max), (4096, 4096));
+    }
+
+    #[test]
+    fn every_answer_of_n_is_held_and_the_prompt_once() {
+        let one = json!({"messages": [{"role": "user", "content": "hello"}], "max_tokens": 50});
+        let mut three = one.clone();
+        three["n"] = json!(3);
+        let (prompt_one, _) = worst_case_tokens(&model(4096), &one);
+        assert_eq!(worst_case_tokens(&model(4096), &three), (prompt_one, 150));
+        let m = model(4096);
+        assert!(worst_case_cost(&m, &three) > worst_case_cost(&m, &one));
     }
 
     #[test]

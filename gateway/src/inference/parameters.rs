@@ -1,5 +1,5 @@
 //! Which chat completion parameters runaii honours, and the refusal, by name, of every other one: a
-//! parameter accepted and then ignored (`n: 2` answered with one choice) is worse than a 400, because
+//! parameter accepted and then ignored (`logprobs: true` answered without them) is worse than a 400, because
 //! the client believes it got what it asked for.
 //!
 //! Every parameter of OpenAI's `CreateChatCompletionRequest` is listed in [`CHAT`], with runaii's
@@ -17,7 +17,7 @@ pub enum Rule {
     /// Identifies the caller's end user; it never changes an answer (nor does it at OpenAI). Accepted as
     /// a string and written to the request's log line.
     Identifier,
-    /// Honoured only at values that ask for nothing runaii lacks (`n: 1`, `service_tier: "auto"`); any
+    /// Honoured only at values that ask for nothing runaii lacks (`store: false`, `service_tier: "auto"`); any
     /// other value is refused with the reason.
     Only(fn(&Value) -> bool, &'static str),
     /// Honoured at every well-formed value; one of the wrong type or out of range is refused by name
@@ -37,8 +37,13 @@ fn absent_or_empty(v: &Value) -> bool {
     v.is_null() || v.as_object().is_some_and(Map::is_empty)
 }
 
-fn one_completion(v: &Value) -> bool {
-    v.is_null() || v.as_i64() == Some(1)
+/// The most answers one chat request may ask for (`n`), as OpenAI allows; a model's workers may allow
+/// fewer (one decoding sequence per answer) and refuse more by name.
+pub const MAX_CHOICES: u64 = 128;
+
+/// `n`: null or an integer from 1 to [`MAX_CHOICES`].
+fn choices_in_range(v: &Value) -> bool {
+    v.is_null() || v.as_u64().is_some_and(|n| (1..=MAX_CHOICES).contains(&n))
 }
 
 fn bool_or_null(v: &Value) -> bool {
@@ -88,7 +93,7 @@ pub const CHAT: &[(&str, Rule)] = &[
     ("presence_penalty", Rule::Honoured),
     ("reasoning_effort", Rule::Honoured),
     ("prompt_cache_key", Rule::Honoured),
-    ("n", Rule::Only(one_completion, "only n=1 is supported: one completion per request")),
+    ("n", Rule::Checked(choices_in_range, "n must be an integer from 1 to 128")),
     ("logprobs", Rule::Checked(bool_or_null, "logprobs must be true or false")),
     ("top_logprobs", Rule::Checked(top_logprobs_in_range, TOP_LOGPROBS_RANGE)),
     ("logit_bias", Rule::Only(absent_or_empty, "logit_bias is not supported by this engine")),
@@ -190,7 +195,6 @@ mod tests {
         let base = || json!({"model": "m", "messages": []});
         assert_eq!(refused(base()), None);
         for (name, neutral, asking) in [
-            ("n", json!(1), json!(2)),
             ("store", json!(false), json!(true)),
             ("logit_bias", json!({}), json!({"50256": -100})),
             ("service_tier", json!("auto"), json!("priority")),
@@ -213,15 +217,19 @@ mod tests {
     }
 
     #[test]
-    fn logprobs_are_honoured_and_malformed_values_refused_by_name() {
+    fn logprobs_and_n_are_honoured_and_malformed_values_refused_by_name() {
         let with = |fields: Value| {
             let mut body = json!({"model": "m", "messages": []});
             body.as_object_mut().unwrap().extend(fields.as_object().unwrap().clone());
             refused(body)
         };
-        for fine in
-            [json!({"logprobs": true, "top_logprobs": 20}), json!({"logprobs": false, "top_logprobs": 0}), json!({"logprobs": null})]
-        {
+        for fine in [
+            json!({"logprobs": true, "top_logprobs": 20}),
+            json!({"logprobs": false, "top_logprobs": 0}),
+            json!({"logprobs": null}),
+            json!({"n": 3}),
+            json!({"n": null}),
+        ] {
             assert_eq!(with(fine.clone()), None, "{fine}");
         }
         for (fields, param) in [
@@ -229,6 +237,10 @@ mod tests {
             (json!({"logprobs": true, "top_logprobs": -1}), "top_logprobs"),
             (json!({"logprobs": true, "top_logprobs": 2.5}), "top_logprobs"),
             (json!({"logprobs": "yes"}), "logprobs"),
+            (json!({"n": 0}), "n"),
+            (json!({"n": 129}), "n"),
+            (json!({"n": 1.5}), "n"),
+            (json!({"n": "2"}), "n"),
         ] {
             assert_eq!(with(fields.clone()), Some((param.to_owned(), "invalid_value".to_owned())), "{fields}");
         }

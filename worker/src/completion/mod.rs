@@ -16,7 +16,7 @@ use tokio::sync::mpsc;
 
 use crate::constraint::{Compiled, ConstraintSpec, OutputValidator};
 use crate::engine::receipt::ReceiptWriter;
-use crate::engine::{Event, Job, Loaded, SamplingParams};
+use crate::engine::{ChoiceEvent, Job, Loaded, SamplingParams};
 use crate::error::ApiError;
 use crate::tools::markers::Markers;
 use crate::tools::{grammar, Choice, ToolFormat, ToolRequest};
@@ -25,6 +25,8 @@ use crate::tools::{grammar, Choice, ToolFormat, ToolRequest};
 #[derive(Debug)]
 pub struct Prepared {
     pub prompt: Vec<llama_cpp_2::token::LlamaToken>,
+    /// Answers asked for (`n`), each in its own sequence from one reading of the prompt.
+    pub choices: u32,
     pub max_tokens: u32,
     pub sampling: SamplingParams,
     pub stop: Vec<String>,
@@ -57,10 +59,11 @@ impl Prepared {
         cache_scope: CacheScope,
         priority: Priority,
         receipt: Option<ReceiptWriter>,
-    ) -> Result<mpsc::UnboundedReceiver<Event>, ApiError> {
+    ) -> Result<mpsc::UnboundedReceiver<ChoiceEvent>, ApiError> {
         let (events, receiver) = mpsc::unbounded_channel();
         let job = Job {
             prompt: self.prompt,
+            choices: self.choices,
             max_tokens: self.max_tokens,
             sampling: self.sampling,
             stop: self.stop,
@@ -69,7 +72,7 @@ impl Prepared {
             enqueued: Instant::now(),
             cache_scope: cache_scope.clone(),
             priority,
-            receipt,
+            receipt: receipt.map(Arc::new),
             logprobs: self.logprobs,
         };
         loaded.jobs.push(priority, cache_scope, job).map_err(|_| ApiError::Overloaded)?;
@@ -93,9 +96,7 @@ pub async fn prepare(
     if request.model != model_id {
         return Err(ApiError::ModelNotFound(request.model.clone()));
     }
-    if request.n.is_some_and(|n| n != 1) {
-        return Err(ApiError::invalid("only n=1 is supported", "n"));
-    }
+    let choices = choices(request.n, loaded.settings.slots)?;
     let tools = ToolRequest::from_request(
         request.tools.as_deref(),
         request.tool_choice.as_ref(),
@@ -160,7 +161,19 @@ pub async fn prepare(
         }
         tools => (tools, answer_validator),
     };
-    Ok(Prepared { prompt, max_tokens, sampling, stop, constraint, tools: tools.map(Arc::new), answer_validator, logprobs })
+    Ok(Prepared { prompt, choices, max_tokens, sampling, stop, constraint, tools: tools.map(Arc::new), answer_validator, logprobs })
+}
+
+/// `n`: how many answers, at least one and at most the sequences the engine runs (they are decoded
+/// together, one sequence each).
+fn choices(n: Option<i64>, slots: u32) -> Result<u32, ApiError> {
+    match n {
+        None => Ok(1),
+        Some(n) if n < 1 => Err(ApiError::invalid("n must be at least 1", "n")),
+        Some(n) => u32::try_from(n).ok().filter(|&n| n <= slots).ok_or_else(|| {
+            ApiError::invalid(format!("n must be at most {slots}: this model answers up to {slots} choices per request"), "n")
+        }),
+    }
 }
 
 /// `logprobs` and `top_logprobs`, checked as OpenAI checks them: `top_logprobs` 0 to 20, and only with

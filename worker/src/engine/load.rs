@@ -13,6 +13,7 @@ use tokio::sync::oneshot;
 
 use super::prefix::CachedPrefix;
 use super::queue::JobQueue;
+use super::saved::SavedPrefixes;
 use super::scheduler::Scheduler;
 use super::threads::Governor;
 use super::{EngineStats, Job};
@@ -31,6 +32,8 @@ pub struct LoadSettings {
     pub chat_template_file: Option<PathBuf>,
     /// Keep finished requests' KV caches for prompts that share their prefix.
     pub prefix_cache: bool,
+    /// Host memory for sequences' KV caches saved beyond the sequences (`saved.rs`); 0: none.
+    pub prompt_cache_bytes: usize,
     /// Decode on one thread while other processes are busy on our cores (`threads.rs`).
     pub adapt_threads: bool,
 }
@@ -107,11 +110,13 @@ pub fn load(settings: LoadSettings) -> oneshot::Receiver<anyhow::Result<Arc<Load
             caches: (0..settings.slots).map(|_| CachedPrefix::default()).collect(),
             clock: 0,
             prefix_cache: settings.prefix_cache,
+            saved: SavedPrefixes::new(settings.prompt_cache_bytes),
             batch: LlamaBatch::new(batch_size, i32::try_from(settings.slots).unwrap_or(1)),
             batch_size,
             first_bytes: token_first_bytes(&model),
             kept,
             threads,
+            stashed: None,
         }
         .run();
     });

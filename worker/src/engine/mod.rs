@@ -12,6 +12,7 @@ mod queue;
 pub mod receipt;
 mod repetition;
 mod sampler;
+mod saved;
 mod scheduler;
 mod slot;
 mod text;
@@ -39,23 +40,58 @@ pub use sampler::SamplingParams;
 #[derive(Debug)]
 pub struct Job {
     pub prompt: Vec<LlamaToken>,
+    /// Answers asked for (`n`): the prompt is read once, in one sequence, and its KV cache copied to the
+    /// others before each samples its own answer (`admission.rs`, `Scheduler::fork`).
+    pub choices: u32,
     pub max_tokens: u32,
     pub sampling: SamplingParams,
     pub stop: Vec<String>,
     pub constraint: Option<Arc<Compiled>>,
-    pub events: mpsc::UnboundedSender<Event>,
+    pub events: mpsc::UnboundedSender<ChoiceEvent>,
     pub enqueued: Instant,
     /// Whose cached prefixes this prompt may reuse (`prefix.rs`).
     pub cache_scope: CacheScope,
     /// Batch jobs give way to online ones (`admission.rs`, `scheduler.rs`).
     pub priority: Priority,
-    /// Where what the request consumed is told once it leaves its sequence (`receipt.rs`).
-    pub receipt: Option<receipt::ReceiptWriter>,
+    /// Where what the request consumed is told once it leaves its sequences (`receipt.rs`); shared by
+    /// the sequences of a request of several answers.
+    pub receipt: Option<Arc<receipt::ReceiptWriter>>,
     /// With `logprobs: true`: how many alternatives each token lists (`logprobs.rs`).
     pub logprobs: Option<usize>,
 }
 
-/// What the engine tells a request, in order: deltas, then exactly one `Done` or `Failed`.
+impl Job {
+    /// The job of answer `choice` (1 and up) of a request of several: the same prompt, its own sampler
+    /// seed (the request's plus `choice`, so a seeded request gets the same answers each time, and not n
+    /// copies of one), the same channel and receipt.
+    fn sibling(&self, choice: u32) -> Self {
+        let mut sampling = self.sampling;
+        sampling.seed = sampling.seed.wrapping_add(u64::from(choice));
+        Self {
+            prompt: self.prompt.clone(),
+            choices: 1,
+            max_tokens: self.max_tokens,
+            sampling,
+            stop: self.stop.clone(),
+            constraint: self.constraint.clone(),
+            events: self.events.clone(),
+            enqueued: self.enqueued,
+            cache_scope: self.cache_scope.clone(),
+            priority: self.priority,
+            receipt: self.receipt.clone(),
+            logprobs: self.logprobs,
+        }
+    }
+}
+
+/// An event of one of a request's answers: `choice` is the answer's index (0 for a request of one).
+#[derive(Debug)]
+pub struct ChoiceEvent {
+    pub choice: u32,
+    pub event: Event,
+}
+
+/// What the engine tells each answer of a request, in order: deltas, then exactly one `Done` or `Failed`.
 #[derive(Debug)]
 pub enum Event {
     /// New text, how many tokens this request has generated so far, and how many of its prompt tokens
@@ -80,6 +116,25 @@ pub struct Finished {
     pub timings: Timings,
 }
 
+impl Finished {
+    /// What a request consumed over its answers (`n`): the prompt once, as its first answer read it, and
+    /// every answer's tokens; timed from the first answer's queue and prompt to the end of the longest.
+    #[must_use]
+    pub fn totals(answers: &[Self]) -> (Usage, Timings) {
+        let Some(first) = answers.first() else { return (Usage::new(0, 0), Timings::default()) };
+        let predicted_n: u32 = answers.iter().map(|a| a.usage.completion_tokens).sum();
+        let generation_ms = answers.iter().map(|a| a.timings.generation_ms).fold(0.0, f64::max);
+        let usage = Usage::new(first.usage.prompt_tokens, predicted_n).with_cached(first.usage.cached_tokens());
+        let timings = Timings {
+            generation_ms,
+            predicted_n,
+            predicted_per_second: if generation_ms > 0.0 { f64::from(predicted_n) * 1000.0 / generation_ms } else { 0.0 },
+            ..first.timings
+        };
+        (usage, timings)
+    }
+}
+
 /// A request that failed after admission. Its tokens are still counted in the engine's totals.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum EngineFailure {
@@ -93,13 +148,26 @@ pub enum EngineFailure {
 /// Counters the engine keeps for `/metrics` and `/health`.
 #[derive(Debug, Default)]
 pub struct EngineStats {
+    /// Answers taken into sequences (a request of `n` answers counts n), and how each ended.
     pub admitted: AtomicU64,
     pub finished: AtomicU64,
     pub failed: AtomicU64,
     pub disconnected: AtomicU64,
+    /// Prompt tokens of admitted requests, once per request however many answers it asked for.
     pub prompt_tokens: AtomicU64,
     /// Prompt tokens found in a sequence's KV cache at admission, and not decoded again.
     pub prompt_cached_tokens: AtomicU64,
+    /// Prompt tokens copied from the sequence that read them into the other answers' sequences of a
+    /// request of several answers (`n`), and not decoded again.
+    pub prompt_copied_tokens: AtomicU64,
+    /// Prompt tokens restored from host memory (`saved.rs`) into a sequence, and not decoded again
+    /// (included in `prompt_cached_tokens`); how often a sequence's KV state was saved and restored;
+    /// and what is saved now.
+    pub prompt_restored_tokens: AtomicU64,
+    pub prompt_saves: AtomicU64,
+    pub prompt_restores: AtomicU64,
+    pub saved_prefixes: AtomicU64,
+    pub saved_prefix_bytes: AtomicU64,
     pub completion_tokens: AtomicU64,
     pub active_slots: AtomicU64,
     pub decode_steps: AtomicU64,

@@ -35,16 +35,18 @@ pub struct Consumed {
     pub ended: bool,
 }
 
-/// The engine's end of one receipt, carried by the job. Dropping it ends the receipt.
+/// The engine's end of one receipt, carried by the job (shared by its sequences). Dropping it ends the
+/// receipt.
 #[derive(Debug)]
 pub struct ReceiptWriter(Arc<Receipt>);
 
 impl ReceiptWriter {
-    /// The counts when the request leaves its sequence.
+    /// The counts of one of the request's sequences when it leaves: the prompt is read once (the
+    /// sequences of a request of several answers share it), every answer's tokens count.
     pub fn record(&self, prompt_read: u32, cached: u32, generated: u32) {
-        self.0.prompt_read.store(prompt_read, Ordering::Relaxed);
-        self.0.cached.store(cached, Ordering::Relaxed);
-        self.0.generated.store(generated, Ordering::Relaxed);
+        self.0.prompt_read.fetch_max(prompt_read, Ordering::Relaxed);
+        self.0.cached.fetch_max(cached, Ordering::Relaxed);
+        self.0.generated.fetch_add(generated, Ordering::Relaxed);
     }
 }
 

@@ -9,10 +9,12 @@ use std::time::Instant;
 use super::logprobs::{self, Allowed, Scored};
 use super::prefix::CachedPrefix;
 use super::queue::JobQueue;
+use super::saved::SavedPrefixes;
 use super::slot::Active;
 use super::threads::Governor;
 use super::{EngineFailure, EngineStats, Event, Job};
 use crate::constraint::ActiveConstraint;
+use llama_cpp_2::context::session::{LlamaStateSeqFlags, SeqState};
 use llama_cpp_2::context::LlamaContext;
 use llama_cpp_2::llama_batch::LlamaBatch;
 use llama_cpp_2::model::LlamaModel;
@@ -34,6 +36,8 @@ pub(super) struct Scheduler<'m> {
     pub clock: u64,
     /// False: every sequence is cleared on admission (`--prefix-cache false`).
     pub prefix_cache: bool,
+    /// Sequences' KV states kept in host memory after their sequence went to another prompt (`saved.rs`).
+    pub saved: SavedPrefixes<SeqState>,
     pub batch: LlamaBatch<'static>,
     pub batch_size: usize,
     /// The first byte of each token's text, for closing JSON answers in time (`closing.rs`).
@@ -42,6 +46,8 @@ pub(super) struct Scheduler<'m> {
     pub threads: Governor,
     /// Control tokens an answer keeps as text: its call format's markers (`tools::markers`).
     pub kept: Arc<[u32]>,
+    /// A request of several answers that waits for enough free sequences (`admission.rs`).
+    pub stashed: Option<Job>,
 }
 
 /// What one sampling step decided for a sequence.
@@ -138,13 +144,56 @@ impl Scheduler<'_> {
                 self.score_forced(index, rows);
             }
             let Some(at) = self.slots[index].as_mut().and_then(|a| a.logits_at.take()) else { continue };
-            match self.sample(index, at) {
-                Step::Continue => {}
-                Step::Finish(reason) => self.finish(index, reason),
-                Step::Fail(failure) => self.fail(index, failure),
+            // The prompt was just read: the request's other answers take a copy of it and sample from the
+            // same logits.
+            let read_prompt = self.slots[index].as_ref().is_some_and(Active::is_prefilling);
+            let siblings = if read_prompt { self.fork(index) } else { Vec::new() };
+            for answer in std::iter::once(index).chain(siblings) {
+                match self.sample(answer, at) {
+                    Step::Continue => {}
+                    Step::Finish(reason) => self.finish(answer, reason),
+                    Step::Fail(failure) => self.fail(answer, failure),
+                }
             }
         }
         EngineStats::add(&self.stats.sample_micros, micros(sample_started));
+    }
+
+    /// Copies the KV cache of `leader`, which holds exactly the prompt it just read, into each sequence
+    /// waiting for it, and returns those sequences. The copy is llama.cpp's sequence state (the cells of
+    /// that sequence only), written out once and read into each sibling at once: nothing is left pending
+    /// for a later decode that another use of these sequences could overtake.
+    fn fork(&mut self, leader: usize) -> Vec<usize> {
+        let waiting: Vec<usize> =
+            (0..self.slots.len()).filter(|&i| self.slots[i].as_ref().is_some_and(|a| a.copies_from == Some(leader))).collect();
+        if waiting.is_empty() {
+            return waiting;
+        }
+        let Some(prompt) = self.slots[leader].as_ref().map(|a| a.in_cache.clone()) else { return Vec::new() };
+        let state = match self.ctx.state_seq_get(seq_id(leader), LlamaStateSeqFlags::empty()) {
+            Ok(state) => state,
+            Err(e) => {
+                for index in waiting {
+                    self.fail(index, EngineFailure::Decode(format!("could not copy the prompt's cache: {e}")));
+                }
+                return Vec::new();
+            }
+        };
+        let mut forked = Vec::with_capacity(waiting.len());
+        for index in waiting {
+            match self.ctx.state_seq_set(&state, seq_id(index)) {
+                Ok(()) => {
+                    if let Some(active) = self.slots[index].as_mut() {
+                        active.in_cache.clone_from(&prompt);
+                        active.copies_from = None;
+                        forked.push(index);
+                        EngineStats::add(&self.stats.prompt_copied_tokens, prompt.len() as u64);
+                    }
+                }
+                Err(e) => self.fail(index, EngineFailure::Decode(format!("could not copy the prompt's cache: {e}"))),
+            }
+        }
+        forked
     }
 
     /// Samples one token for the sequence in `index`, feeds it to the constraint and the text. A sequence
@@ -248,7 +297,13 @@ impl Scheduler<'_> {
             self.clear_sequence(index);
             tracing::warn!(error = %failure, "request failed in the engine");
             EngineStats::add(&self.stats.failed, 1);
-            active.send(Event::Failed(failure));
+            active.send(Event::Failed(failure.clone()));
+        }
+        // Answers still waiting for this sequence's prompt will never get it.
+        let orphans: Vec<usize> =
+            (0..self.slots.len()).filter(|&i| self.slots[i].as_ref().is_some_and(|a| a.copies_from == Some(index))).collect();
+        for orphan in orphans {
+            self.fail(orphan, failure.clone());
         }
     }
 

@@ -10,7 +10,7 @@ use runaii_wire::{FinishReason, Timings, Usage};
 use super::logprobs::TokenLogprobs;
 use super::sampler::Sampler;
 use super::text::TextAssembler;
-use super::{Event, Finished, Job};
+use super::{ChoiceEvent, Event, Finished, Job};
 use crate::constraint::ActiveConstraint;
 
 /// The longest a batch sequence sits out while online sequences decode: then it takes one step with them.
@@ -19,6 +19,12 @@ pub(super) const BATCH_MAX_PAUSE: std::time::Duration = std::time::Duration::fro
 #[derive(Debug)]
 pub(super) struct Active {
     pub job: Job,
+    /// Which of the request's answers this sequence writes (0 for a request of one).
+    pub choice: u32,
+    /// An answer after the first of its request waits here, with nothing to feed, for the sequence (by
+    /// index) that reads the prompt: that sequence's KV cache is then copied into this one, and both
+    /// sample from the prompt's last logits (`Scheduler::fork`).
+    pub copies_from: Option<usize>,
     /// Tokens to feed at the next decode: the prompt (in chunks), then each sampled token plus any
     /// tokens the grammar forces after it.
     pub pending: Vec<LlamaToken>,
@@ -52,6 +58,18 @@ impl Active {
     /// `kept`: the prompt's leading tokens already in the sequence's KV cache.
     /// `first_bytes`: the first byte of each token's text, for closing a JSON answer in time.
     pub fn new(job: Job, constraint: Option<ActiveConstraint>, kept: Vec<LlamaToken>, first_bytes: Arc<[u8]>) -> Self {
+        Self::answering(job, 0, constraint, kept, first_bytes)
+    }
+
+    /// Answer `choice` of a request of several, whose prompt the sequence `leader` reads.
+    pub fn sibling(job: Job, choice: u32, leader: usize, constraint: Option<ActiveConstraint>, first_bytes: Arc<[u8]>) -> Self {
+        let mut active = Self::answering(job, choice, constraint, Vec::new(), first_bytes);
+        active.pending.clear();
+        active.copies_from = Some(leader);
+        active
+    }
+
+    fn answering(job: Job, choice: u32, constraint: Option<ActiveConstraint>, kept: Vec<LlamaToken>, first_bytes: Arc<[u8]>) -> Self {
         let sampler = Sampler::new(job.sampling).closing_json(job.max_tokens, first_bytes);
         let text = TextAssembler::new(job.stop.clone());
         let cached_tokens = u32::try_from(kept.len()).unwrap_or(u32::MAX);
@@ -59,6 +77,8 @@ impl Active {
         Self {
             pending: job.prompt.get(kept.len()..).unwrap_or_default().to_vec(),
             job,
+            choice,
+            copies_from: None,
             in_cache: kept,
             cached_tokens,
             generated: 0,
@@ -97,7 +117,7 @@ impl Active {
 
     pub fn send(&self, event: Event) {
         // A closed channel means the client left; the scheduler frees the slot on its next pass.
-        let _ = self.job.events.send(event);
+        let _ = self.job.events.send(ChoiceEvent { choice: self.choice, event });
     }
 
     /// Sends text the answer released, with the log probabilities of the tokens it completes when the

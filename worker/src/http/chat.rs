@@ -14,7 +14,7 @@ use tracing::Instrument as _;
 use super::shape::{tool_call, ResponseMeta};
 use super::{stream, ApiError, AppState};
 use crate::completion::{self, answer};
-use crate::engine::Event;
+use crate::engine::{ChoiceEvent, Event, Finished};
 use crate::tools::ToolRequest;
 
 pub(super) async fn create(State(state): State<AppState>, headers: HeaderMap, body: Result<Bytes, BytesRejection>) -> Response {
@@ -63,6 +63,7 @@ async fn handle(state: &AppState, headers: &HeaderMap, body: Result<Bytes, Bytes
     let validator = prepared.validator();
     let tools = prepared.tools.clone();
     let logprobs = prepared.logprobs.is_some();
+    let choices = prepared.choices;
     let prepared_prompt_tokens = u32::try_from(prepared.prompt.len()).unwrap_or(u32::MAX);
     // The gateway's request id files what this request consumes, for a gateway that cuts it.
     let request_id = headers.get("x-request-id").and_then(|v| v.to_str().ok());
@@ -74,47 +75,69 @@ async fn handle(state: &AppState, headers: &HeaderMap, body: Result<Bytes, Bytes
     if request.stream {
         let include_usage = request.include_usage();
         let writer = stream::ChunkWriter::new(meta, include_usage, prepared_prompt_tokens, logprobs);
-        return Ok(generation.in_scope(|| stream::respond(writer, events, validator, tools)));
+        return Ok(generation.in_scope(|| stream::respond(writer, choices, events, validator, tools)));
     }
-    collect(meta, events, validator, tools, logprobs).instrument(generation).await.map(|c| Json(c).into_response())
+    collect(meta, choices, events, validator, tools, logprobs).instrument(generation).await.map(|c| Json(c).into_response())
 }
 
-/// Waits for the whole answer. If the client goes away this future is dropped, which closes the event
-/// channel and frees the slot. `logprobs`: the request asked for them.
+/// Waits for the whole answer: every choice's. If the client goes away this future is dropped, which
+/// closes the event channel and frees the request's sequences. `logprobs`: the request asked for them.
 async fn collect(
     meta: ResponseMeta,
-    mut events: tokio::sync::mpsc::UnboundedReceiver<Event>,
+    choices: u32,
+    mut events: tokio::sync::mpsc::UnboundedReceiver<ChoiceEvent>,
     validator: Option<std::sync::Arc<crate::constraint::OutputValidator>>,
     tools: Option<std::sync::Arc<ToolRequest>>,
     logprobs: bool,
 ) -> Result<ChatCompletion, ApiError> {
-    let mut content = String::new();
-    let mut tokens = Vec::new();
-    while let Some(event) = events.recv().await {
+    let mut answers: Vec<Gathered> = (0..choices).map(|_| Gathered::default()).collect();
+    let mut open = answers.len();
+    while open > 0 {
+        let Some(ChoiceEvent { choice, event }) = events.recv().await else {
+            return Err(ApiError::Internal("the engine dropped a request without an answer".into()));
+        };
+        let Some(answer) = answers.get_mut(choice as usize) else { continue };
         match event {
             Event::Delta { text, logprobs, .. } => {
-                content.push_str(&text);
-                tokens.extend(logprobs);
+                answer.content.push_str(&text);
+                answer.tokens.extend(logprobs);
             }
             Event::Failed(failure) => return Err(failure.into()),
             Event::Done(done) => {
-                let ending = answer::conclude(content, done.finish_reason, tools.as_deref(), validator.as_deref())?;
-                let calls = (!ending.calls.is_empty()).then(|| ending.calls.into_iter().map(tool_call).collect());
-                let message = AssistantMessage { role: "assistant".into(), content: ending.content, refusal: None, tool_calls: calls };
-                let finish_reason = ending.finish_reason;
-                let logprobs = logprobs.then_some(ChoiceLogprobs { content: Some(tokens), refusal: None });
-                return Ok(ChatCompletion {
-                    id: meta.id,
-                    object: "chat.completion".into(),
-                    created: meta.created,
-                    model: meta.model,
-                    choices: vec![Choice { index: 0, message, logprobs, finish_reason, stop_sequence: done.stop_sequence }],
-                    usage: done.usage,
-                    system_fingerprint: None,
-                    timings: Some(done.timings),
-                });
+                if answer.done.replace(done).is_none() {
+                    open -= 1;
+                }
             }
         }
     }
-    Err(ApiError::Internal("the engine dropped a request without an answer".into()))
+    let mut written = Vec::with_capacity(answers.len());
+    let mut finished = Vec::with_capacity(answers.len());
+    for (index, answer) in (0..).zip(answers) {
+        let Gathered { content, tokens, done: Some(done) } = answer else { continue };
+        let ending = answer::conclude(content, done.finish_reason, tools.as_deref(), validator.as_deref())?;
+        let calls = (!ending.calls.is_empty()).then(|| ending.calls.into_iter().map(tool_call).collect());
+        let message = AssistantMessage { role: "assistant".into(), content: ending.content, refusal: None, tool_calls: calls };
+        let logprobs = logprobs.then_some(ChoiceLogprobs { content: Some(tokens), refusal: None });
+        written.push(Choice { index, message, logprobs, finish_reason: ending.finish_reason, stop_sequence: done.stop_sequence.clone() });
+        finished.push(done);
+    }
+    let (usage, timings) = Finished::totals(&finished);
+    Ok(ChatCompletion {
+        id: meta.id,
+        object: "chat.completion".into(),
+        created: meta.created,
+        model: meta.model,
+        choices: written,
+        usage,
+        system_fingerprint: None,
+        timings: Some(timings),
+    })
+}
+
+/// One choice's answer as it arrives.
+#[derive(Default)]
+struct Gathered {
+    content: String,
+    tokens: Vec<runaii_wire::TokenLogprob>,
+    done: Option<Finished>,
 }

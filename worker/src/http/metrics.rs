@@ -81,6 +81,10 @@ pub(super) async fn render(State(state): State<AppState>) -> impl IntoResponse {
             ("runaii_worker_disconnected_total", &s.disconnected),
             ("runaii_worker_prompt_tokens_total", &s.prompt_tokens),
             ("runaii_worker_prompt_cached_tokens_total", &s.prompt_cached_tokens),
+            ("runaii_worker_prompt_copied_tokens_total", &s.prompt_copied_tokens),
+            ("runaii_worker_prompt_restored_tokens_total", &s.prompt_restored_tokens),
+            ("runaii_worker_prompt_cache_saves_total", &s.prompt_saves),
+            ("runaii_worker_prompt_cache_restores_total", &s.prompt_restores),
             ("runaii_worker_completion_tokens_total", &s.completion_tokens),
             ("runaii_worker_decode_steps_total", &s.decode_steps),
             ("runaii_worker_decode_microseconds_total", &s.decode_micros),
@@ -105,6 +109,11 @@ pub(super) async fn render(State(state): State<AppState>) -> impl IntoResponse {
             others / 1000,
             others % 1000
         );
+        for (name, gauge) in
+            [("runaii_worker_saved_prefixes", &s.saved_prefixes), ("runaii_worker_saved_prefix_bytes", &s.saved_prefix_bytes)]
+        {
+            let _ = writeln!(out, "# TYPE {name} gauge\n{name} {}", EngineStats::get(gauge));
+        }
         let queued = loaded.queue_depth();
         let _ = writeln!(out, "# TYPE runaii_worker_slots_busy gauge\nrunaii_worker_slots_busy {}", EngineStats::get(&s.active_slots));
         let _ = writeln!(out, "# TYPE runaii_worker_slots gauge\nrunaii_worker_slots {}", loaded.settings.slots);
