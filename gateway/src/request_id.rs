@@ -4,6 +4,11 @@
 //! about a completion (its body, or the error that refused it after its record was written) carries that
 //! id, attached to the response as a value ([`attach`]); the client can then find the record. Other
 //! answers get a fresh `req_…`.
+//!
+//! Written here, not with `tower-http`'s `request_id` layers: those fix the id when the request arrives,
+//! adopt the one a client sends in `x-request-id`, and copy it only onto an answer that has none, under
+//! one header name. Here the id is known only once the answer is (a completion's), a client never names
+//! it (it is the key the client looks its cost record up by), and it goes out under both names.
 
 use axum::extract::Request;
 use axum::http::{HeaderName, HeaderValue};

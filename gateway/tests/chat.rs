@@ -222,3 +222,37 @@ async fn answers_are_gzipped_for_clients_that_ask_and_streams_never() {
     let text = response.text().await.unwrap();
     assert!(text.starts_with("data: ") && text.trim_end().ends_with("data: [DONE]"), "{text}");
 }
+
+/// The request id is the gateway's own, on both header names: a client's `x-request-id` is never
+/// adopted, neither by a completion (whose id keys its cost record) nor by an answer that is not one.
+#[tokio::test]
+async fn a_client_cannot_name_the_request_id() {
+    let app = spawn_app().await;
+    let ids = |response: &reqwest::Response| {
+        let header = |name: &str| response.headers()[name].to_str().unwrap().to_owned();
+        (header("x-request-id"), header("request-id"))
+    };
+    let chosen = [("x-request-id", "chatcmpl-chosen-by-the-client")];
+    let served = app.post_as(&app.key, "/v1/chat/completions", &invoice_request(), &chosen).await;
+    assert_eq!(served.status(), 200);
+    let (id, same) = ids(&served);
+    assert_eq!(id, same);
+    assert!(id.starts_with("chatcmpl-") && id != chosen[0].1, "{id}");
+    let body: Value = served.json().await.unwrap();
+    assert_eq!(body["id"], id.as_str(), "the header names the completion");
+    let rows = app.cost_rows().await;
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0].0, id, "and its cost record");
+
+    let refused = client()
+        .post(format!("{}/v1/chat/completions", app.base))
+        .header("x-request-id", "req_chosen-by-the-client")
+        .json(&invoice_request())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 401);
+    let (id, same) = ids(&refused);
+    assert_eq!(id, same);
+    assert!(id.starts_with("req_") && id != "req_chosen-by-the-client", "{id}");
+}

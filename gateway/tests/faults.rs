@@ -295,6 +295,64 @@ async fn a_body_that_never_finishes_arriving_is_cut_off() {
     assert!(app.cost_rows().await.is_empty());
 }
 
+/// A body that keeps arriving, a byte every 200 ms, is still cut when the deadline counted from the
+/// request's arrival passes (a timer restarted by every read would wait for all 1000 bytes: 200 s), with
+/// 408 in each dialect's error shape.
+#[tokio::test]
+async fn a_body_that_trickles_in_steadily_is_cut_at_the_deadline() {
+    let app = spawn_app_with(|s| s.body_read_timeout_ms = 1000).await;
+    let chat = trickled(&app, "/v1/chat/completions", "").await;
+    assert_eq!(chat["error"]["code"], "request_timeout", "{chat}");
+    let messages = trickled(&app, "/v1/messages", "anthropic-version: 2023-06-01\r\n").await;
+    assert_eq!(
+        (messages["type"].as_str(), messages["error"]["type"].as_str()),
+        (Some("error"), Some("invalid_request_error")),
+        "{messages}"
+    );
+    assert!(app.cost_rows().await.is_empty());
+}
+
+/// Sends `path` a 1000-byte body one byte every 200 ms; the answer's JSON body, which must be a 408
+/// within 5 s.
+async fn trickled(app: &TestApp, path: &str, headers: &str) -> Value {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let address = app.base.trim_start_matches("http://");
+    let socket = tokio::net::TcpStream::connect(address).await.unwrap();
+    let (mut reader, mut writer) = socket.into_split();
+    let head = format!(
+        "POST {path} HTTP/1.1\r\nHost: {address}\r\nAuthorization: Bearer {}\r\n{headers}Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n",
+        app.key
+    );
+    writer.write_all(head.as_bytes()).await.unwrap();
+    let started = Instant::now();
+    let sender = tokio::spawn(async move {
+        for _ in 0..1000 {
+            if writer.write_all(b" ").await.is_err() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    });
+    let mut answer = Vec::new();
+    let mut buf = [0u8; 4096];
+    let text = loop {
+        let n = tokio::time::timeout(Duration::from_secs(10), reader.read(&mut buf)).await.expect("no answer in 10 s").unwrap();
+        assert!(n > 0, "closed without a whole answer: {}", String::from_utf8_lossy(&answer));
+        answer.extend_from_slice(&buf[..n]);
+        let text = String::from_utf8_lossy(&answer).into_owned();
+        let Some((head, body)) = text.split_once("\r\n\r\n") else { continue };
+        let length = head.lines().find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length: ").map(str::to_owned));
+        if length.is_some_and(|l| body.len() >= l.trim().parse::<usize>().unwrap()) {
+            break text;
+        }
+    };
+    sender.abort();
+    let took = started.elapsed();
+    assert!(text.starts_with("HTTP/1.1 408"), "{path}: {text}");
+    assert!(took < Duration::from_secs(5), "{path}: answered after {took:?}");
+    serde_json::from_str(text.split_once("\r\n\r\n").unwrap().1).unwrap()
+}
+
 /// `levels` of nested anyOf written out in full: 2^levels leaves.
 fn nested_any_of(levels: usize) -> Value {
     let mut s = json!({"type": "string"});

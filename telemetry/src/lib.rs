@@ -21,7 +21,7 @@ use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{EnvFilter, Layer};
 
 pub use propagation::{inject, set_parent};
-pub use server::trace_requests;
+pub use server::{trace_requests, TraceRequests};
 
 /// The crates whose spans become trace spans. Libraries' own spans (HTTP clients, pools) stay out: they
 /// would multiply the spans per request without saying anything about the request.

@@ -5,6 +5,13 @@
 //! A client that sends headers and then trickles its body (or stops) would otherwise hold a connection,
 //! a task and a growing buffer for as long as it likes: the body's frames stop arriving
 //! `body_read_timeout_ms` after the request did, and the size limit is axum's `DefaultBodyLimit`.
+//!
+//! The deadline is written here, not with `tower-http`'s `RequestBodyTimeoutLayer`: that one restarts its
+//! timer after every frame and starts it at the first read, so a body that sends a byte just inside the
+//! timeout is never cut; this one bounds the whole body from the request's arrival. The limit stays
+//! axum's rather than `tower-http`'s `RequestBodyLimitLayer`, which answers a `Content-Length` over the
+//! limit itself: in plain text, in no dialect's error shape, and before the credential is checked. Both
+//! wrap the body in `http_body_util::Limited`; axum's leaves the refusal to the handler that reads it.
 
 use std::future::Future as _;
 use std::pin::Pin;

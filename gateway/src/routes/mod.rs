@@ -80,7 +80,7 @@ pub fn router(state: AppState, service: Router<AppState>) -> Router {
         .layer(CatchPanicLayer::custom(panic::respond))
         .layer(middleware::from_fn(crate::request_id::stamp))
         .layer(middleware::from_fn(crate::metrics::track))
-        .layer(middleware::from_fn(runaii_telemetry::trace_requests))
+        .layer(runaii_telemetry::trace_requests())
         // gzip for clients that accept it (JSON, CSV, JSONL, pages); never event streams, which must flow.
         .layer(CompressionLayer::new().gzip(true))
         .with_state(state)

@@ -58,6 +58,6 @@ pub fn router(state: AppState) -> Router {
         .route("/metrics", get(metrics::render))
         .fallback(|| async { ApiError::NoRoute })
         .layer(DefaultBodyLimit::max(limit))
-        .layer(axum::middleware::from_fn(runaii_telemetry::trace_requests))
+        .layer(runaii_telemetry::trace_requests())
         .with_state(state)
 }
