@@ -18,11 +18,14 @@ use tracing_subscriber::layer::{Context, SubscriberExt as _};
 use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::Layer;
 
+/// An event's message with the names of the spans around it.
+type SeenEvent = (String, Vec<String>);
+
 /// What the test subscriber saw: each event's message with the names of the spans around it, and
 /// every field recorded on a span.
 #[derive(Default, Clone)]
 struct Seen {
-    events: Arc<Mutex<Vec<(String, Vec<String>)>>>,
+    events: Arc<Mutex<Vec<SeenEvent>>>,
     fields: Arc<Mutex<Vec<(String, String)>>>,
 }
 

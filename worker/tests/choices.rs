@@ -97,15 +97,20 @@ async fn a_stream_of_several_answers_interleaves_them_by_index() {
     let chunks: Vec<Value> = payloads[..payloads.len() - 1].iter().map(|p| serde_json::from_str(p).unwrap()).collect();
     let (usage_chunk, rest) = chunks.split_last().unwrap();
     assert_eq!(usage_chunk["choices"], json!([]));
-    let mut texts = [String::new(), String::new()];
-    for index in 0..2 {
-        let of = |c: &&Value| c["choices"][0]["index"] == index;
-        let mine: Vec<&Value> = rest.iter().filter(of).collect();
-        assert_eq!(mine.iter().filter(|c| c["choices"][0]["delta"].get("role").is_some()).count(), 1, "one role chunk for choice {index}");
-        let finish: Vec<&Value> = mine.iter().map(|c| &c["choices"][0]["finish_reason"]).filter(|f| !f.is_null()).collect();
-        assert_eq!(finish.len(), 1, "choice {index} ends once");
-        texts[index] = mine.iter().filter_map(|c| c["choices"][0]["delta"]["content"].as_str()).collect();
-    }
+    let texts: Vec<String> = (0..2)
+        .map(|index| {
+            let of = |c: &&Value| c["choices"][0]["index"] == index;
+            let mine: Vec<&Value> = rest.iter().filter(of).collect();
+            assert_eq!(
+                mine.iter().filter(|c| c["choices"][0]["delta"].get("role").is_some()).count(),
+                1,
+                "one role chunk for choice {index}"
+            );
+            let finish: Vec<&Value> = mine.iter().map(|c| &c["choices"][0]["finish_reason"]).filter(|f| !f.is_null()).collect();
+            assert_eq!(finish.len(), 1, "choice {index} ends once");
+            mine.iter().filter_map(|c| c["choices"][0]["delta"]["content"].as_str()).collect()
+        })
+        .collect();
     assert!(rest.iter().all(|c| c["choices"].as_array().is_some_and(|a| a.len() == 1)), "one choice per chunk");
 
     // The same request whole: the same answers, the same usage.
