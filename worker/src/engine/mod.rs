@@ -224,3 +224,35 @@ impl EngineStats {
         counter.load(Ordering::Relaxed)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_answer_of_several_is_the_request_at_its_own_seed() {
+        let (events, _receiver) = mpsc::unbounded_channel();
+        let request = Job {
+            prompt: vec![LlamaToken::new(1), LlamaToken::new(2)],
+            choices: 3,
+            max_tokens: 16,
+            sampling: SamplingParams { seed: u64::MAX - 1, ..SamplingParams::default() },
+            stop: vec!["\n".to_owned()],
+            constraint: None,
+            events,
+            enqueued: Instant::now(),
+            cache_scope: CacheScope::default(),
+            priority: Priority::default(),
+            receipt: None,
+            logprobs: Some(2),
+        };
+        let seeds: Vec<u64> = (1..3).map(|choice| request.sibling(choice).sampling.seed).collect();
+        assert_eq!(seeds, [u64::MAX, 0], "seed + choice, wrapping");
+        let second = request.sibling(1);
+        assert_eq!(second.choices, 1, "an answer's own job asks for one answer");
+        assert_eq!(second.prompt, request.prompt);
+        assert_eq!(second.sampling, SamplingParams { seed: u64::MAX, ..request.sampling });
+        assert_eq!((second.max_tokens, &second.stop, second.logprobs), (16, &request.stop, Some(2)));
+        assert!(second.events.same_channel(&request.events), "every answer's events reach the one request");
+    }
+}
