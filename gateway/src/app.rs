@@ -124,14 +124,6 @@ async fn drain(tasks: &tokio_util::task::TaskTracker) {
     }
 }
 
-/// Streams send small chunks: without TCP_NODELAY each waits on the client's delayed ACK (~40 ms).
-/// (The private listener's connections get it too: harmless, and one accept loop for both.)
-pub(crate) fn no_delay(stream: &mut tokio::net::TcpStream) {
-    if let Err(e) = stream.set_nodelay(true) {
-        tracing::debug!(error = %e, "TCP_NODELAY not set");
-    }
-}
-
 /// Every minute: give back this replica's credit leases idle for a minute, release credit holds older
 /// than `--hold-expiry-s` (a backstop: holds of dead replicas go within `--replica-timeout-ms`, see
 /// [`replica_heartbeat`]), forget idempotency keys past their lifetime, and delete stored responses and

@@ -5,6 +5,10 @@ use std::net::SocketAddr;
 use clap::{Args, Parser, Subcommand};
 use runaii_wire::worker_auth::SecretText;
 
+/// What `issue-admin-token` writes and the gateway requires of a staff token, unless configured otherwise.
+pub const DEFAULT_ISSUER: &str = "runaii";
+pub const DEFAULT_AUDIENCE: &str = "runaii-admin";
+
 #[derive(Debug, Parser)]
 #[command(name = "runaii-gateway", about = "Authenticated OpenAI-compatible gateway in front of runaii workers")]
 pub struct Cli {
@@ -103,9 +107,9 @@ pub enum Command {
     IssueAdminToken {
         #[arg(long, env = "RUNAII_ADMIN_JWT_SECRET", hide_env_values = true)]
         admin_jwt_secret: SecretText,
-        #[arg(long, env = "RUNAII_ADMIN_JWT_ISSUER", default_value = crate::auth::staff::DEFAULT_ISSUER)]
+        #[arg(long, env = "RUNAII_ADMIN_JWT_ISSUER", default_value = DEFAULT_ISSUER)]
         issuer: String,
-        #[arg(long, env = "RUNAII_ADMIN_JWT_AUDIENCE", default_value = crate::auth::staff::DEFAULT_AUDIENCE)]
+        #[arg(long, env = "RUNAII_ADMIN_JWT_AUDIENCE", default_value = DEFAULT_AUDIENCE)]
         audience: String,
         /// Who the token speaks for; written to the audit log.
         #[arg(long, default_value = "local-admin")]
@@ -398,8 +402,8 @@ pub struct LimitArgs {
     /// While Redis is unreachable: `local` enforces this replica's share of every limit (the limit divided
     /// by the live replicas) from memory, `closed` answers 503 `rate_limiter_unavailable`, `open` serves
     /// without rate limits (credits still bound spending).
-    #[arg(long, env = "RUNAII_RATE_LIMIT_ON_REDIS_FAILURE", value_enum, default_value_t = crate::ratelimit::RedisFailure::Local)]
-    pub on_redis_failure: crate::ratelimit::RedisFailure,
+    #[arg(long, env = "RUNAII_RATE_LIMIT_ON_REDIS_FAILURE", value_enum, default_value_t = RedisFailure::Local)]
+    pub on_redis_failure: RedisFailure,
     /// How long an `Idempotency-Key` and its answer are kept, in hours (at least 24).
     #[arg(long, env = "RUNAII_IDEMPOTENCY_TTL_HOURS", default_value_t = 24, value_parser = clap::value_parser!(u32).range(24..))]
     pub idempotency_ttl_hours: u32,
@@ -449,10 +453,10 @@ pub struct AdminArgs {
     #[arg(long, env = "RUNAII_ADMIN_JWT_PUBLIC_KEY", value_delimiter = ',')]
     pub admin_jwt_public_key: Vec<std::path::PathBuf>,
     /// The `iss` every token must carry.
-    #[arg(long, env = "RUNAII_ADMIN_JWT_ISSUER", default_value = crate::auth::staff::DEFAULT_ISSUER)]
+    #[arg(long, env = "RUNAII_ADMIN_JWT_ISSUER", default_value = DEFAULT_ISSUER)]
     pub admin_jwt_issuer: String,
     /// The `aud` every token must carry.
-    #[arg(long, env = "RUNAII_ADMIN_JWT_AUDIENCE", default_value = crate::auth::staff::DEFAULT_AUDIENCE)]
+    #[arg(long, env = "RUNAII_ADMIN_JWT_AUDIENCE", default_value = DEFAULT_AUDIENCE)]
     pub admin_jwt_audience: String,
     /// The longest a token may live (`exp - iat`), in hours; a longer-lived token is refused.
     #[arg(long, env = "RUNAII_ADMIN_JWT_MAX_LIFETIME_HOURS", default_value_t = 720)]
@@ -465,8 +469,8 @@ impl Default for AdminArgs {
             admin_jwt_secret: None,
             admin_jwt_secret_file: None,
             admin_jwt_public_key: Vec::new(),
-            admin_jwt_issuer: crate::auth::staff::DEFAULT_ISSUER.to_owned(),
-            admin_jwt_audience: crate::auth::staff::DEFAULT_AUDIENCE.to_owned(),
+            admin_jwt_issuer: DEFAULT_ISSUER.to_owned(),
+            admin_jwt_audience: DEFAULT_AUDIENCE.to_owned(),
             admin_jwt_max_lifetime_hours: 720,
         }
     }
@@ -519,4 +523,15 @@ mod tests {
         assert!("gs://b".parse::<FileStore>().is_err());
         assert!("database".parse::<FileStore>().is_err());
     }
+}
+
+/// What the gateway does while Redis cannot be reached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum RedisFailure {
+    /// Enforce this replica's share of every limit (the limit divided by the live replicas) from memory.
+    Local,
+    /// Refuse with 503 `rate_limiter_unavailable`.
+    Closed,
+    /// Serve without rate limits (an explicit choice; credits still bound what a tenant spends).
+    Open,
 }

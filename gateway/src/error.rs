@@ -271,19 +271,6 @@ impl IntoResponse for ApiError {
     }
 }
 
-impl From<crate::ops::OpError> for ApiError {
-    fn from(e: crate::ops::OpError) -> Self {
-        use crate::ops::OpError;
-        match e {
-            OpError::Invalid { message, param } => Self::invalid(message, param),
-            OpError::NotFound(what) => Self::NotFound(what),
-            OpError::ModelNotFound(id) => Self::ModelNotFound(id),
-            OpError::Conflict(why) => Self::Conflict(why),
-            OpError::Database(e) => Self::from(e),
-        }
-    }
-}
-
 impl From<sqlx::Error> for ApiError {
     fn from(e: sqlx::Error) -> Self {
         if database_unavailable(&e) {

@@ -12,11 +12,11 @@ use std::time::{Duration, Instant};
 use axum::extract::{MatchedPath, Request};
 use axum::middleware::Next;
 use axum::response::Response;
+use runaii_wire::announcement::WorkerStatus;
 use runaii_wire::metrics::{write_gauge, Counters, Histograms, LATENCY_BUCKETS};
 use rust_decimal::Decimal;
 
 use crate::db::costs::CostRecord;
-use crate::upstream::WorkerStatus;
 
 #[derive(Debug)]
 pub struct Metrics {

@@ -39,7 +39,7 @@ pub async fn serve(listener: TcpListener, router: Router, header_read_timeout: D
             },
             () = &mut shutdown => break,
         };
-        crate::app::no_delay(&mut stream);
+        no_delay(&mut stream);
         let service = router.clone().map_request(move |mut request: Request<Incoming>| {
             request.extensions_mut().insert(ConnectInfo::<SocketAddr>(peer));
             request
@@ -67,4 +67,12 @@ pub async fn serve(listener: TcpListener, router: Router, header_read_timeout: D
     closing.cancel();
     connections.close();
     connections.wait().await;
+}
+
+/// Streams send small chunks: without TCP_NODELAY each waits on the client's delayed ACK (~40 ms).
+/// (The private listener's connections get it too: harmless, and one accept loop for both.)
+fn no_delay(stream: &mut tokio::net::TcpStream) {
+    if let Err(e) = stream.set_nodelay(true) {
+        tracing::debug!(error = %e, "TCP_NODELAY not set");
+    }
 }

@@ -46,7 +46,7 @@ pub struct Shared {
     /// Tenants' month spend, read for their monthly caps.
     pub spend_caps: crate::ratelimit::spend_cap::SpendCaps,
     /// Background responses' events, for every replica to stream (`inference::responses::replay`).
-    pub response_events: crate::inference::responses::replay::EventLog,
+    pub response_events: crate::response_events::EventLog,
     /// Each tenant's requests in flight, against its cap (`concurrency`).
     pub concurrency: Arc<crate::concurrency::Concurrency>,
     /// `None` when no admin JWT key is configured: the admin API then answers 503.
@@ -59,8 +59,8 @@ pub struct Shared {
     pub settings: Arc<Settings>,
     /// Wakes this replica's batch runner: a batch was created or cancelled, or a line finished.
     pub batches_wake: Arc<tokio::sync::Notify>,
-    /// Where files' bytes are kept (`files::storage`).
-    pub files: crate::files::storage::Storage,
+    /// Where files' bytes are kept (`file_store`).
+    pub files: crate::file_store::Storage,
     /// This process's id among the gateway replicas: credit holds name it, so that if the process dies the
     /// other replicas release them (see `db::replicas`).
     pub replica_id: uuid::Uuid,
@@ -93,7 +93,7 @@ impl AppState {
         let secrets = settings.workers.secrets()?;
         let replica_id = uuid::Uuid::now_v7();
         let tasks = tokio_util::task::TaskTracker::new();
-        let files = crate::files::storage::Storage::open(&settings.files.store, &settings.files.s3, &db).await?;
+        let files = crate::file_store::Storage::open(&settings.files.store, &settings.files.s3, &db).await?;
         Ok(Self(Arc::new(Shared {
             keys: Arc::new(KeyCache::new(Duration::from_millis(settings.key_cache_ms), settings.key_cache_entries)),
             auth_failures: Arc::new(FailedAuth::new(settings.auth_failures_per_minute)),
@@ -102,7 +102,7 @@ impl AppState {
             leases: Arc::new(crate::billing::leases::Leases::new(db.clone(), replica_id)),
             registry: Arc::new(Registry::new(registry_redis, db.clone(), http.clone(), secrets.clone())),
             concurrency: crate::concurrency::Concurrency::new(concurrency_redis, tasks.clone()),
-            response_events: crate::inference::responses::replay::EventLog::new(events_redis),
+            response_events: crate::response_events::EventLog::new(events_redis),
             limiter: Arc::new(Limiter::new(limiter_redis, settings.limits.on_redis_failure)),
             spend_caps: crate::ratelimit::spend_cap::SpendCaps::new(db.clone()),
             admin,

@@ -24,11 +24,8 @@ use uuid::Uuid;
 
 pub use super::revoked::RevokedTokens;
 use crate::config::AdminArgs;
+pub use crate::config::{DEFAULT_AUDIENCE, DEFAULT_ISSUER};
 use crate::error::ApiError;
-
-/// What `issue-admin-token` writes and the gateway requires, unless configured otherwise.
-pub const DEFAULT_ISSUER: &str = "runaii";
-pub const DEFAULT_AUDIENCE: &str = "runaii-admin";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Role {

@@ -1,6 +1,6 @@
 //! Files' descriptions, always read and written under the tenant that owns them: another tenant's id
 //! finds nothing. A file past its `expires_at` is gone to every reader, and deleted by the sweep. The
-//! bytes of files kept in the database are here too (`file_parts`); `files::storage` decides where they go.
+//! bytes of files kept in the database are here too (`file_parts`); `file_store` decides where they go.
 
 use chrono::{DateTime, Utc};
 use sqlx::PgPool;

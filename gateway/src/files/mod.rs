@@ -1,8 +1,7 @@
 //! Files (`/v1/files`, OpenAI's Files API): a tenant uploads, lists, reads and deletes its own files,
-//! never another tenant's. Descriptions live in Postgres (`db::files`), bytes in [`storage::Storage`].
+//! never another tenant's. Descriptions live in Postgres (`db::files`), bytes in [`crate::file_store::Storage`].
 
 pub mod batch_input;
-pub mod storage;
 mod upload;
 pub mod writer;
 
@@ -15,8 +14,8 @@ pub use upload::{upload, DEFAULT_EXPIRY_S};
 
 use crate::db::files::{self as rows, FileRow};
 use crate::error::ApiError;
+use crate::file_store::StorageError;
 use crate::state::AppState;
-use storage::StorageError;
 
 /// The most files one list answers.
 pub const MAX_LIST: i64 = 10_000;

@@ -6,9 +6,9 @@
 use bytes::{Bytes, BytesMut};
 use uuid::Uuid;
 
-use super::storage::PART_BYTES;
 use crate::db::files::{self as rows, FileRow};
 use crate::error::ApiError;
+use crate::file_store::PART_BYTES;
 use crate::state::AppState;
 
 #[derive(Debug)]

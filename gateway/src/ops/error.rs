@@ -1,5 +1,7 @@
-//! Why an operation was refused or failed; `crate::error` turns each into the admin API's answer and the
-//! command line prints it.
+//! Why an operation was refused or failed; each becomes the admin API's answer (an [`ApiError`], here)
+//! and the command line prints it.
+
+use crate::error::ApiError;
 
 /// An operation's failure.
 #[derive(Debug, thiserror::Error)]
@@ -38,5 +40,18 @@ impl From<sqlx::Error> for OpError {
             }
         }
         Self::Database(e)
+    }
+}
+
+/// The admin API's answer to a failed operation.
+impl From<OpError> for ApiError {
+    fn from(e: OpError) -> Self {
+        match e {
+            OpError::Invalid { message, param } => ApiError::invalid(message, param),
+            OpError::NotFound(what) => ApiError::NotFound(what),
+            OpError::ModelNotFound(id) => ApiError::ModelNotFound(id),
+            OpError::Conflict(why) => ApiError::Conflict(why),
+            OpError::Database(e) => ApiError::from(e),
+        }
     }
 }

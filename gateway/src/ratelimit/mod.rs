@@ -60,16 +60,7 @@ static SCRIPT: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::new(inc
 /// their own.
 pub const SPEND_FLUSH: Duration = Duration::from_millis(200);
 
-/// What the gateway does while Redis cannot be reached.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum RedisFailure {
-    /// Enforce this replica's share of every limit (the limit divided by the live replicas) from memory.
-    Local,
-    /// Refuse with 503 `rate_limiter_unavailable`.
-    Closed,
-    /// Serve without rate limits (an explicit choice; credits still bound what a tenant spends).
-    Open,
-}
+pub use crate::config::RedisFailure;
 
 /// What a budget belongs to: its buckets in Redis and in memory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

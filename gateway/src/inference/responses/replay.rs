@@ -2,10 +2,8 @@
 //! created it with `stream: true`, and to one that comes back with `GET /v1/responses/{id}?stream=true`
 //! (`starting_after=N` for the events after sequence number N).
 //!
-//! Each response has one Redis Stream, `runaii:response-events:{tenant}:{id}`, whose entry ids are the
-//! events' sequence numbers (`1-N`), so a resume is one `XRANGE` from the id after N. It is bounded: the
-//! last [`MAX_EVENTS`] events are kept (a longer answer's replay starts later, its final event whole),
-//! and it expires [`MAX_TTL`] after its last event, or with the response's retention if that is shorter.
+//! The events are kept in an [`EventLog`](crate::response_events::EventLog); a longer answer's replay
+//! starts later, its final event whole.
 //!
 //! A reader only reads: it holds no worker, no credit and no slot, and a client that leaves it leaves the
 //! response running (only `POST /v1/responses/{id}/cancel` stops it). It polls Redis every [`POLL`] and
@@ -25,14 +23,10 @@ use uuid::Uuid;
 use super::events::response_event;
 use crate::db::responses as rows;
 use crate::inference::stream::Completion;
-use crate::redis_link::RedisLink;
 use crate::request_id;
+use crate::response_events::MAX_TTL;
 use crate::state::AppState;
 
-/// The most events kept per response; past it the oldest go.
-pub const MAX_EVENTS: u64 = 10_000;
-/// The longest the events are kept after the last one.
-pub const MAX_TTL: Duration = Duration::from_secs(24 * 3600);
 /// How often a reader looks for new events.
 const POLL: Duration = Duration::from_millis(50);
 /// How often a reader reads the response's stored status.
@@ -40,9 +34,6 @@ const STATUS_EVERY: Duration = Duration::from_millis(500);
 /// How long a reader waits for the final event of a response stored as finished before writing it from
 /// the stored response (the run keeps the response just before its final event goes to Redis).
 const GRACE: Duration = Duration::from_secs(2);
-/// Entries read per `XRANGE`.
-const PAGE: usize = 256;
-
 /// The final event kinds, by the status a response is stored with.
 fn final_kind(status: &str) -> Option<&'static str> {
     match status {
@@ -55,85 +46,6 @@ fn final_kind(status: &str) -> Option<&'static str> {
 
 fn is_final(event: &[u8]) -> bool {
     ["completed", "incomplete", "failed"].iter().any(|s| event.starts_with(format!("event: response.{s}\n").as_bytes()))
-}
-
-/// The events' store: its own Redis link, so a slow stream never holds up the limiter or the registry.
-#[derive(Debug)]
-pub struct EventLog {
-    redis: RedisLink,
-}
-
-fn key(tenant: Uuid, id: &str) -> String {
-    format!("runaii:response-events:{tenant}:{id}")
-}
-
-impl EventLog {
-    #[must_use]
-    pub fn new(redis: RedisLink) -> Self {
-        Self { redis }
-    }
-
-    /// Appends `events` (sequence number, the event as sent) to the response's log and sets it to expire
-    /// `ttl` after them; whether Redis took them. A log Redis did not take costs the readers their live
-    /// events, never the response.
-    pub async fn append(&self, tenant: Uuid, id: &str, events: &[(u64, Bytes)], ttl: Duration) -> bool {
-        if events.is_empty() {
-            return true;
-        }
-        let key = key(tenant, id);
-        let mut pipe = redis::pipe();
-        for (sequence, event) in events {
-            pipe.cmd("XADD").arg(&key).arg("MAXLEN").arg(MAX_EVENTS).arg(format!("1-{sequence}")).arg("e").arg(event.as_ref()).ignore();
-        }
-        pipe.cmd("EXPIRE").arg(&key).arg(ttl.as_secs().max(1)).ignore();
-        self.redis.run(|mut redis| async move { pipe.query_async::<()>(&mut redis).await }).await.is_some()
-    }
-
-    /// The events after sequence number `after` (all kept, for `None`), oldest first, at most [`PAGE`];
-    /// `None` when Redis is unavailable.
-    async fn after(&self, tenant: Uuid, id: &str, after: Option<u64>) -> Option<Vec<(u64, Bytes)>> {
-        let start = after.map_or_else(|| "-".to_owned(), |n| format!("(1-{n}"));
-        let key = key(tenant, id);
-        let entries = self
-            .redis
-            .run(|mut redis| async move {
-                redis::cmd("XRANGE")
-                    .arg(key)
-                    .arg(start)
-                    .arg("+")
-                    .arg("COUNT")
-                    .arg(PAGE)
-                    .query_async::<Vec<(String, Vec<Vec<u8>>)>>(&mut redis)
-                    .await
-            })
-            .await?;
-        Some(entries.into_iter().filter_map(entry).collect())
-    }
-
-    /// The last event kept.
-    async fn last(&self, tenant: Uuid, id: &str) -> Option<Option<(u64, Bytes)>> {
-        let key = key(tenant, id);
-        let entries = self
-            .redis
-            .run(|mut redis| async move {
-                redis::cmd("XREVRANGE")
-                    .arg(key)
-                    .arg("+")
-                    .arg("-")
-                    .arg("COUNT")
-                    .arg(1)
-                    .query_async::<Vec<(String, Vec<Vec<u8>>)>>(&mut redis)
-                    .await
-            })
-            .await?;
-        Some(entries.into_iter().find_map(entry))
-    }
-}
-
-/// An entry (`1-N`, `[e, event]`) as its sequence number and event.
-fn entry((id, mut fields): (String, Vec<Vec<u8>>)) -> Option<(u64, Bytes)> {
-    let sequence = id.strip_prefix("1-")?.parse().ok()?;
-    (fields.len() == 2).then(|| (sequence, Bytes::from(fields.swap_remove(1))))
 }
 
 /// What a background response's run writes to its log: the events as its stream gives them, each under
