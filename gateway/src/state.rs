@@ -70,6 +70,12 @@ pub struct Shared {
 }
 
 impl AppState {
+    /// What sending a request to a worker takes of this state.
+    #[must_use]
+    pub fn fleet(&self) -> crate::upstream::Fleet<'_> {
+        crate::upstream::Fleet { registry: &self.registry, http: &self.http, secrets: &self.secrets, settings: &self.settings }
+    }
+
     /// # Errors
     /// When Postgres cannot be reached at start, or the admin key is misconfigured. Redis may be down.
     pub async fn new(settings: Settings) -> anyhow::Result<Self> {

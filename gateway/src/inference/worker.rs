@@ -78,7 +78,7 @@ async fn send(state: &AppState, ledger: &Ledger, body: &Value, stream: bool) -> 
         stream,
         priority: ledger.caller.priority,
     };
-    match upstream::send(state, &ask, body).await {
+    match upstream::send(state.fleet(), &ask, body).await {
         Ok(upstream) if upstream.response.status().is_success() => Ok(upstream),
         Ok(upstream) => Err(worker_error(upstream).await.into()),
         Err(unanswered) => Err(unanswered),

@@ -25,6 +25,7 @@ use std::time::{Duration, Instant};
 use reqwest::header::{HeaderValue, AUTHORIZATION, CONTENT_TYPE};
 use runaii_wire::cache_scope::CacheScope;
 use runaii_wire::priority::Priority;
+use runaii_wire::worker_auth::WorkerSecrets;
 use serde_json::Value;
 use tracing::field::Empty;
 use tracing::Instrument as _;
@@ -34,8 +35,9 @@ use uuid::Uuid;
 use super::affinity::Affinity;
 use super::load::InFlight;
 use super::receipt::Receipt;
+use super::registry::Registry;
+use crate::config::Settings;
 use crate::error::ApiError;
-use crate::state::AppState;
 
 /// A worker's answer: its status and the response to read (a body or an event stream).
 #[derive(Debug)]
@@ -106,31 +108,41 @@ enum Attempt {
     TimedOut(Duration),
 }
 
+/// What sending a request to a worker takes of the gateway: which workers are ready, the client that
+/// reaches them, the secrets that sign what it sends, and the limits that time an answer.
+#[derive(Clone, Copy)]
+pub struct Fleet<'a> {
+    pub registry: &'a Registry,
+    pub http: &'a reqwest::Client,
+    pub secrets: &'a WorkerSecrets,
+    pub settings: &'a Settings,
+}
+
 /// # Errors
 /// [`ApiError::NoReadyWorker`] when none is ready, [`ApiError::WorkersBusy`] when every one tried was
 /// full, [`ApiError::UpstreamFailed`] when the worker failed (the detail is logged, not sent),
 /// [`ApiError::UpstreamTimeout`] when the answer did not begin within the request's deadline.
-pub async fn send(state: &AppState, ask: &Ask<'_>, body: &Value) -> Result<Upstream, Unanswered> {
+pub async fn send(fleet: Fleet<'_>, ask: &Ask<'_>, body: &Value) -> Result<Upstream, Unanswered> {
     let Ask { tenant, model, request_id, .. } = *ask;
-    let (workers, choice) = Affinity::of(tenant, body).order(state.registry.ready(model).await);
+    let (workers, choice) = Affinity::of(tenant, body).order(fleet.registry.ready(model).await);
     crate::metrics::global().routing.add(&[choice.label()], 1);
     if workers.is_empty() {
         return Err(ApiError::NoReadyWorker(model.to_owned()).into());
     }
-    let timeout = deadline(state, ask);
-    let max_request_s = state.settings.limits.max_request_s;
+    let timeout = deadline(fleet, ask);
+    let max_request_s = fleet.settings.limits.max_request_s;
     let limits = Limits {
-        worker_idle: Duration::from_millis(state.settings.workers.worker_idle_timeout_ms),
-        client_write: Duration::from_millis(state.settings.client_write_timeout_ms),
+        worker_idle: Duration::from_millis(fleet.settings.workers.worker_idle_timeout_ms),
+        client_write: Duration::from_millis(fleet.settings.client_write_timeout_ms),
         ends: Instant::now() + Duration::from_secs(u64::from(max_request_s)),
         max_request_s,
     };
-    let scope = CacheScope::of_tenant(&state.secrets, tenant.as_bytes());
+    let scope = CacheScope::of_tenant(fleet.secrets, tenant.as_bytes());
     // Serialized once: the signature covers these exact bytes, whichever worker they go to.
     let body = serde_json::to_vec(body).map_err(|e| ApiError::Internal(format!("cannot serialize the worker request: {e}")))?;
     let receipt_at = |url: &str| Receipt {
-        http: state.http.clone(),
-        secrets: state.secrets.clone(),
+        http: fleet.http.clone(),
+        secrets: fleet.secrets.clone(),
         url: url.to_owned(),
         scope: scope.clone(),
         request_id: request_id.to_owned(),
@@ -139,8 +151,8 @@ pub async fn send(state: &AppState, ask: &Ask<'_>, body: &Value) -> Result<Upstr
     let mut last_failure = String::new();
     for worker in workers.iter().take(ATTEMPTS) {
         let started = Instant::now();
-        let in_flight = state.registry.start_request(&worker.url);
-        match attempt(state, &worker.url, &body, ask, &scope, timeout).await {
+        let in_flight = fleet.registry.start_request(&worker.url);
+        match attempt(fleet, &worker.url, &body, ask, &scope, timeout).await {
             Attempt::Answered(response) if response.status() == reqwest::StatusCode::SERVICE_UNAVAILABLE => {
                 // A full queue is load, not failure, and nothing ran: try the next worker.
                 tracing::info!(%request_id, worker = %worker.url, "worker at capacity; trying another");
@@ -152,12 +164,12 @@ pub async fn send(state: &AppState, ask: &Ask<'_>, body: &Value) -> Result<Upstr
             Attempt::NotDelivered(detail) => {
                 all_busy = false;
                 tracing::warn!(%request_id, worker = %worker.url, %detail, "worker unreachable; trying another");
-                state.registry.set_aside(&worker.url);
+                fleet.registry.set_aside(&worker.url);
                 last_failure = detail;
             }
             Attempt::Broken(detail) => {
                 tracing::warn!(%request_id, worker = %worker.url, %detail, "worker failed with the request; not retried");
-                state.registry.set_aside(&worker.url);
+                fleet.registry.set_aside(&worker.url);
                 return Err(ApiError::UpstreamFailed(detail).into());
             }
             Attempt::TimedOut(after) => {
@@ -175,17 +187,17 @@ pub async fn send(state: &AppState, ask: &Ask<'_>, body: &Value) -> Result<Upstr
 
 /// How long the worker may take to begin its answer: the base headers timeout, and for a whole answer
 /// the generation of `max_tokens` at the model's speed besides; never past the longest a request may run.
-fn deadline(state: &AppState, ask: &Ask<'_>) -> Duration {
-    let workers = &state.settings.workers;
+fn deadline(fleet: Fleet<'_>, ask: &Ask<'_>) -> Duration {
+    let workers = &fleet.settings.workers;
     let base = Duration::from_millis(workers.worker_headers_timeout_ms);
-    let longest = Duration::from_secs(u64::from(state.settings.limits.max_request_s));
+    let longest = Duration::from_secs(u64::from(fleet.settings.limits.max_request_s));
     if ask.stream {
         return base.min(longest);
     }
-    state.registry.pace().whole_answer_within(ask.model, base, ask.max_tokens, workers.worker_min_tokens_per_second).min(longest)
+    fleet.registry.pace().whole_answer_within(ask.model, base, ask.max_tokens, workers.worker_min_tokens_per_second).min(longest)
 }
 
-async fn attempt(state: &AppState, url: &str, body: &[u8], ask: &Ask<'_>, scope: &CacheScope, timeout: Duration) -> Attempt {
+async fn attempt(fleet: Fleet<'_>, url: &str, body: &[u8], ask: &Ask<'_>, scope: &CacheScope, timeout: Duration) -> Attempt {
     // The worker's span continues this one: the trace goes on in its `traceparent` header.
     let span = tracing::info_span!(
         "worker request",
@@ -194,12 +206,12 @@ async fn attempt(state: &AppState, url: &str, body: &[u8], ask: &Ask<'_>, scope:
         server.address = %url,
         http.response.status_code = Empty,
     );
-    let mut headers = super::signed::headers(&state.secrets, "POST", CHAT_PATH, scope, ask.priority, body);
+    let mut headers = super::signed::headers(fleet.secrets, "POST", CHAT_PATH, scope, ask.priority, body);
     runaii_telemetry::inject(&span, &mut headers);
-    if let Some(bearer) = state.registry.configured_bearer(url).and_then(|b| HeaderValue::from_str(&b).ok()) {
+    if let Some(bearer) = fleet.registry.configured_bearer(url).and_then(|b| HeaderValue::from_str(&b).ok()) {
         headers.insert(AUTHORIZATION, bearer);
     }
-    let request = state
+    let request = fleet
         .http
         .post(format!("{url}{CHAT_PATH}"))
         .headers(headers)

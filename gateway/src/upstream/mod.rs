@@ -14,6 +14,6 @@ mod receipt;
 mod registry;
 mod signed;
 
-pub use client::{send, Ask, Limits, Unanswered, Upstream};
+pub use client::{send, Ask, Fleet, Limits, Unanswered, Upstream};
 pub use receipt::{Consumed, Receipt};
 pub use registry::{Registry, WorkerStatus};
