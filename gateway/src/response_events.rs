@@ -54,42 +54,34 @@ impl EventLog {
 
     /// The events after sequence number `after` (all kept, for `None`), oldest first, at most [`PAGE`];
     /// `None` when Redis is unavailable.
-    pub(super) async fn after(&self, tenant: Uuid, id: &str, after: Option<u64>) -> Option<Vec<(u64, Bytes)>> {
+    pub(crate) async fn after(&self, tenant: Uuid, id: &str, after: Option<u64>) -> Option<Vec<(u64, Bytes)>> {
         let start = after.map_or_else(|| "-".to_owned(), |n| format!("(1-{n}"));
-        let key = key(tenant, id);
+        self.range("XRANGE", key(tenant, id), start, "+", PAGE).await
+    }
+
+    /// The last event kept.
+    pub(crate) async fn last(&self, tenant: Uuid, id: &str) -> Option<Option<(u64, Bytes)>> {
+        let entries = self.range("XREVRANGE", key(tenant, id), "+".to_owned(), "-", 1).await?;
+        Some(entries.into_iter().next())
+    }
+
+    /// `command` (`XRANGE` or `XREVRANGE`) from `from` to `to`, at most `count` entries, each as its
+    /// sequence number and event; `None` when Redis is unavailable.
+    async fn range(&self, command: &'static str, key: String, from: String, to: &'static str, count: usize) -> Option<Vec<(u64, Bytes)>> {
         let entries = self
             .redis
             .run(|mut redis| async move {
-                redis::cmd("XRANGE")
+                redis::cmd(command)
                     .arg(key)
-                    .arg(start)
-                    .arg("+")
+                    .arg(from)
+                    .arg(to)
                     .arg("COUNT")
-                    .arg(PAGE)
+                    .arg(count)
                     .query_async::<Vec<(String, Vec<Vec<u8>>)>>(&mut redis)
                     .await
             })
             .await?;
         Some(entries.into_iter().filter_map(entry).collect())
-    }
-
-    /// The last event kept.
-    pub(super) async fn last(&self, tenant: Uuid, id: &str) -> Option<Option<(u64, Bytes)>> {
-        let key = key(tenant, id);
-        let entries = self
-            .redis
-            .run(|mut redis| async move {
-                redis::cmd("XREVRANGE")
-                    .arg(key)
-                    .arg("+")
-                    .arg("-")
-                    .arg("COUNT")
-                    .arg(1)
-                    .query_async::<Vec<(String, Vec<Vec<u8>>)>>(&mut redis)
-                    .await
-            })
-            .await?;
-        Some(entries.into_iter().find_map(entry))
     }
 }
 
