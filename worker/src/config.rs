@@ -40,6 +40,12 @@ pub struct Settings {
     /// for a later prompt of the same tenant that shares their prefix; 0 turns it off.
     #[arg(long, env = "RUNAII_PROMPT_CACHE_MIB", default_value_t = 1024)]
     pub prompt_cache_mib: usize,
+    /// The most tokens a sequence guesses ahead per decode, from what followed its last tokens earlier in
+    /// the prompt or the answer, decoded beside its sampled token and kept only where sampling chooses
+    /// them anyway: answers are unchanged, an answer that copies from its prompt takes fewer steps. 0
+    /// turns drafts off.
+    #[arg(long, env = "RUNAII_DRAFT_MAX", default_value_t = 8)]
+    pub draft_max: usize,
     /// Requests that may wait for a free slot; past this the worker answers 503.
     #[arg(long, env = "RUNAII_QUEUE_DEPTH", default_value_t = 64)]
     pub queue_depth: usize,
@@ -105,6 +111,7 @@ impl Settings {
             prefix_cache: self.prefix_cache,
             prompt_cache_bytes: if self.prefix_cache { self.prompt_cache_mib.saturating_mul(1 << 20) } else { 0 },
             adapt_threads: self.adapt_threads,
+            draft_max: self.draft_max,
         }
     }
 }

@@ -14,6 +14,8 @@
 //! refused schema with its reason. `BENCH_DRY=0` sends `dry_multiplier: 0`, turning off the repetition
 //! guard constrained requests get by default (the "guards" table of `docs/benchmarks.md`); `BENCH_CLOSE=0`
 //! sends `close_before_limit: false`, turning off the closing bonus near `max_tokens` (`engine/closing.rs`).
+//! `BENCH_DRAFT_MAX=0` runs the generation on a worker without drafts (`engine/drafts.rs`), and
+//! `BENCH_ANSWERS=FILE` writes every answer, to compare two runs.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -241,8 +243,12 @@ fn every_document_the_grammar_admits_passes_the_validator() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn every_schema_yields_valid_json_or_a_refusal() {
-    let base = common::worker().url.clone();
-    let outcomes: Vec<(String, String)> = futures::stream::iter(cases())
+    // BENCH_DRAFT_MAX=0: a worker without drafts; BENCH_ANSWERS=FILE writes every answer (schema name,
+    // finish reason, text; one JSON line each) to compare two runs.
+    let drafts = std::env::var("BENCH_DRAFT_MAX").ok();
+    let worker = drafts.as_deref().map(|max| common::start(&["--draft-max", max]));
+    let base = worker.as_ref().unwrap_or_else(|| common::worker()).url.clone();
+    let outcomes: Vec<(String, String, Option<Value>)> = futures::stream::iter(cases())
         .map(|case| {
             let base = base.clone();
             async move {
@@ -260,10 +266,12 @@ async fn every_schema_yields_valid_json_or_a_refusal() {
                     req["close_before_limit"] = json!(false);
                 }
                 let (status, body) = common::post(&base, &req).await;
+                let mut answer = None;
                 let outcome = match status {
                     200 => {
                         let choice = &body["choices"][0];
                         let content = choice["message"]["content"].as_str().unwrap();
+                        answer = Some(json!({"schema": case.name, "finish_reason": choice["finish_reason"], "content": content}));
                         match choice["finish_reason"].as_str().unwrap() {
                             "stop" => {
                                 let value: Value = serde_json::from_str(content)
@@ -282,12 +290,18 @@ async fn every_schema_yields_valid_json_or_a_refusal() {
                     }
                     other => panic!("{}: status {other}: {body}", case.name),
                 };
-                (case.name, outcome.to_owned())
+                (case.name, outcome.to_owned(), answer)
             }
         })
         .buffer_unordered(8)
         .collect()
         .await;
+    if let Ok(path) = std::env::var("BENCH_ANSWERS") {
+        let mut lines: Vec<String> = outcomes.iter().filter_map(|(_, _, a)| a.as_ref().map(Value::to_string)).collect();
+        lines.sort();
+        std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+    }
+    let outcomes: Vec<(String, String)> = outcomes.into_iter().map(|(name, outcome, _)| (name, outcome)).collect();
     let count = |o: &str| outcomes.iter().filter(|(_, x)| x == o).count();
     let mut splits = std::collections::BTreeMap::<&str, [usize; 3]>::new();
     for (name, outcome) in &outcomes {

@@ -62,10 +62,12 @@ impl Scheduler<'_> {
                 self.clear_sequence(slot);
                 let sibling = job.sibling(choice);
                 let constraint = constraints.next().flatten();
-                self.slots[slot] = Some(Active::sibling(sibling, choice, placement.slot, constraint, Arc::clone(&self.first_bytes)));
+                self.slots[slot] = Some(
+                    Active::sibling(sibling, choice, placement.slot, constraint, Arc::clone(&self.first_bytes)).drafting(self.draft_max),
+                );
             }
             let constraint = constraints.next().flatten();
-            self.slots[placement.slot] = Some(Active::new(job, constraint, kept, Arc::clone(&self.first_bytes)));
+            self.slots[placement.slot] = Some(Active::new(job, constraint, kept, Arc::clone(&self.first_bytes)).drafting(self.draft_max));
         }
         true
     }

@@ -36,6 +36,8 @@ pub struct LoadSettings {
     pub prompt_cache_bytes: usize,
     /// Decode on one thread while other processes are busy on our cores (`threads.rs`).
     pub adapt_threads: bool,
+    /// The most guessed tokens a sequence decodes beside its sampled one (`drafts.rs`); 0: none.
+    pub draft_max: usize,
 }
 
 /// Everything the HTTP side needs once the model is up.
@@ -110,6 +112,7 @@ pub fn load(settings: LoadSettings) -> oneshot::Receiver<anyhow::Result<Arc<Load
             caches: (0..settings.slots).map(|_| CachedPrefix::default()).collect(),
             clock: 0,
             prefix_cache: settings.prefix_cache,
+            draft_max: settings.draft_max,
             saved: SavedPrefixes::new(settings.prompt_cache_bytes),
             batch: LlamaBatch::new(batch_size, i32::try_from(settings.slots).unwrap_or(1)),
             batch_size,

@@ -4,6 +4,7 @@
 
 mod admission;
 mod closing;
+mod drafts;
 mod load;
 mod logprobs;
 mod neighbours;
@@ -169,6 +170,10 @@ pub struct EngineStats {
     pub saved_prefixes: AtomicU64,
     pub saved_prefix_bytes: AtomicU64,
     pub completion_tokens: AtomicU64,
+    /// Guessed tokens decoded beside the sampled ones (`drafts.rs`), and those sampling then chose: each
+    /// of those is a decode step saved.
+    pub draft_tokens: AtomicU64,
+    pub draft_accepted_tokens: AtomicU64,
     pub active_slots: AtomicU64,
     pub decode_steps: AtomicU64,
     /// Time spent inside llama.cpp's decode, and choosing tokens (masking + sampling), in microseconds.

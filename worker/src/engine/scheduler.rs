@@ -10,7 +10,7 @@ use super::logprobs::{self, Allowed, Scored};
 use super::prefix::CachedPrefix;
 use super::queue::JobQueue;
 use super::saved::SavedPrefixes;
-use super::slot::Active;
+use super::slot::{Active, Draft};
 use super::threads::Governor;
 use super::{EngineFailure, EngineStats, Event, Job};
 use crate::constraint::ActiveConstraint;
@@ -36,6 +36,8 @@ pub(super) struct Scheduler<'m> {
     pub clock: u64,
     /// False: every sequence is cleared on admission (`--prefix-cache false`).
     pub prefix_cache: bool,
+    /// The most guessed tokens per sequence and decode (`drafts.rs`); 0: none.
+    pub draft_max: usize,
     /// Sequences' KV states kept in host memory after their sequence went to another prompt (`saved.rs`).
     pub saved: SavedPrefixes<SeqState>,
     pub batch: LlamaBatch<'static>,
@@ -121,6 +123,21 @@ impl Scheduler<'_> {
             active.logits_at = last_chunk.then(|| self.batch.n_tokens() - 1);
             active.forced_rows = (scoring > 0).then_some((first_row, scoring));
             budget -= take;
+            if last_chunk {
+                // What the answer is likely to say next, decoded in the same step (`drafts.rs`).
+                let guess = active.guess(budget);
+                let row = self.batch.n_tokens();
+                for (offset, &token) in guess.iter().enumerate() {
+                    let pos = i32::try_from(active.n_past() + offset).unwrap_or(i32::MAX);
+                    if let Err(e) = self.batch.add(token, pos, &[seq], true) {
+                        tracing::error!(error = %e, "batch full; this should not happen with the budget check");
+                    }
+                }
+                budget -= guess.len();
+                EngineStats::add(&self.stats.draft_tokens, guess.len() as u64);
+                active.in_cache.extend_from_slice(&guess);
+                active.draft = Draft { proposed: guess.len(), tokens: guess, row, kept: 0 };
+            }
             fed.push(index);
         }
         if fed.is_empty() {
@@ -149,10 +166,17 @@ impl Scheduler<'_> {
             let read_prompt = self.slots[index].as_ref().is_some_and(Active::is_prefilling);
             let siblings = if read_prompt { self.fork(index) } else { Vec::new() };
             for answer in std::iter::once(index).chain(siblings) {
-                match self.sample(answer, at) {
-                    Step::Continue => {}
-                    Step::Finish(reason) => self.finish(answer, reason),
-                    Step::Fail(failure) => self.fail(answer, failure),
+                let mut at = at;
+                loop {
+                    match self.sample(answer, at) {
+                        // While sampling chooses the guessed tokens, the next choice is already computed.
+                        Step::Continue => match self.take_draft(answer) {
+                            Some(next) => at = next,
+                            None => break,
+                        },
+                        Step::Finish(reason) => break self.finish(answer, reason),
+                        Step::Fail(failure) => break self.fail(answer, failure),
+                    }
                 }
             }
         }
@@ -267,6 +291,50 @@ impl Scheduler<'_> {
         Step::Continue
     }
 
+    /// Judges the sequence's guessed tokens against what it just sampled (and the grammar forced after
+    /// it), now in `pending`. Guessed tokens equal to those are already in the KV cache: they leave
+    /// `pending`, and when all of `pending` was guessed, the row of the last of them holds the logits of
+    /// the next choice, returned. At the first difference the rest of the guess leaves the KV cache, and
+    /// what `pending` still holds is fed at the next decode.
+    fn take_draft(&mut self, index: usize) -> Option<i32> {
+        let active = self.slots[index].as_mut()?;
+        if active.draft.tokens.is_empty() {
+            return None;
+        }
+        let same = active.pending.iter().zip(&active.draft.tokens).take_while(|(sampled, guessed)| sampled == guessed).count();
+        active.pending.drain(..same);
+        active.draft.tokens.drain(..same);
+        active.draft.kept += same;
+        active.draft.row += i32::try_from(same).unwrap_or(i32::MAX);
+        EngineStats::add(&self.stats.draft_accepted_tokens, same as u64);
+        if active.pending.is_empty() && !active.draft.tokens.is_empty() {
+            return Some(active.draft.row - 1);
+        }
+        let (proposed, kept) = (active.draft.proposed, active.draft.kept);
+        active.draft_length.kept(proposed, kept);
+        if active.pending.is_empty() {
+            // The whole guess was chosen: its last row chooses the token after it.
+            return (same > 0).then(|| active.draft.row - 1);
+        }
+        self.drop_draft(index);
+        None
+    }
+
+    /// Takes the sequence's unjudged guessed tokens out of its KV cache.
+    fn drop_draft(&mut self, index: usize) {
+        let Some(active) = self.slots[index].as_mut() else { return };
+        let guessed = std::mem::take(&mut active.draft.tokens);
+        if guessed.is_empty() {
+            return;
+        }
+        let from = active.in_cache.len() - guessed.len();
+        active.in_cache.truncate(from);
+        let (seq, from) = (u32::try_from(index).ok(), u32::try_from(from).ok());
+        if let Err(e) = self.ctx.clear_kv_cache_seq(seq, from, None) {
+            tracing::error!(error = %e, "could not drop guessed tokens from a sequence's KV cache");
+        }
+    }
+
     /// Scores the forced tokens whose logits the decode just computed, in `rows` (first, count).
     fn score_forced(&mut self, index: usize, (first, count): (i32, usize)) {
         let model = self.model;
@@ -309,6 +377,7 @@ impl Scheduler<'_> {
 
     /// Frees the sequence in `index`. Its KV cache stays, for the next prompt that shares a prefix.
     fn release(&mut self, index: usize) -> Option<Active> {
+        self.drop_draft(index);
         let mut active = self.slots[index].take()?;
         if let Some(receipt) = &active.job.receipt {
             let prompt_read = u32::try_from(active.in_cache.len()).unwrap_or(u32::MAX).min(active.prompt_tokens());

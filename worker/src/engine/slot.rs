@@ -7,6 +7,7 @@ use llama_cpp_2::token::LlamaToken;
 use runaii_wire::priority::Priority;
 use runaii_wire::{FinishReason, Timings, Usage};
 
+use super::drafts::{self, DraftLength};
 use super::logprobs::TokenLogprobs;
 use super::sampler::Sampler;
 use super::text::TextAssembler;
@@ -52,6 +53,22 @@ pub(super) struct Active {
     /// The answer has ended, but its last forced tokens wait for the logits that score them: they are
     /// fed once more, then it finishes for this reason without sampling.
     pub ending: Option<FinishReason>,
+    /// Guessed tokens fed after `pending` in the batch just decoded, not yet judged (`drafts.rs`): in
+    /// the KV cache and in `in_cache` until sampling keeps or drops them.
+    pub draft: Draft,
+    pub draft_length: DraftLength,
+}
+
+/// A sequence's guessed tokens in the batch just decoded.
+#[derive(Debug, Default)]
+pub(super) struct Draft {
+    /// The guessed tokens not yet judged, in order.
+    pub tokens: Vec<LlamaToken>,
+    /// The batch row of the first of `tokens`: its logits choose the token after it.
+    pub row: i32,
+    /// How many tokens the draft had, and how many of them joined the answer.
+    pub proposed: usize,
+    pub kept: usize,
 }
 
 impl Active {
@@ -92,7 +109,42 @@ impl Active {
             logprobs,
             forced_rows: None,
             ending: None,
+            draft: Draft::default(),
+            draft_length: DraftLength::new(0),
         }
+    }
+
+    /// Guesses up to `limit` drafted tokens per decode (`drafts.rs`); 0: none.
+    #[must_use]
+    pub fn drafting(mut self, limit: usize) -> Self {
+        self.draft_length = DraftLength::new(limit);
+        self
+    }
+
+    /// The tokens to guess after `pending` in the next decode, at most `room`: what followed the last
+    /// tokens' earlier occurrence in the prompt or the answer, cut where the grammar would not allow it.
+    /// None for an answer that scores its tokens (`logprobs`), nor under a GBNF grammar (which cannot
+    /// test a token without taking it).
+    pub fn guess(&mut self, room: usize) -> Vec<LlamaToken> {
+        let limit = self.draft_length.next().min(room).min(self.job.max_tokens.saturating_sub(self.generated) as usize);
+        if limit == 0 || self.logprobs.is_some() || self.first_sample.is_none() {
+            return Vec::new();
+        }
+        let mut guess = drafts::lookup(&self.in_cache, limit).to_vec();
+        let allowed = match &mut self.constraint {
+            None => guess.len(),
+            Some(ActiveConstraint::Gbnf(_)) => 0,
+            Some(ActiveConstraint::Llguidance(matcher)) => {
+                let ids: Vec<u32> = guess.iter().map_while(|t| u32::try_from(t.0).ok()).collect();
+                if matcher.is_stopped() {
+                    0
+                } else {
+                    matcher.validate_tokens(&ids).unwrap_or(0)
+                }
+            }
+        };
+        guess.truncate(allowed);
+        guess
     }
 
     pub fn prompt_tokens(&self) -> u32 {

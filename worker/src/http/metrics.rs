@@ -86,6 +86,8 @@ pub(super) async fn render(State(state): State<AppState>) -> impl IntoResponse {
             ("runaii_worker_prompt_cache_saves_total", &s.prompt_saves),
             ("runaii_worker_prompt_cache_restores_total", &s.prompt_restores),
             ("runaii_worker_completion_tokens_total", &s.completion_tokens),
+            ("runaii_worker_draft_tokens_total", &s.draft_tokens),
+            ("runaii_worker_draft_accepted_tokens_total", &s.draft_accepted_tokens),
             ("runaii_worker_decode_steps_total", &s.decode_steps),
             ("runaii_worker_decode_microseconds_total", &s.decode_micros),
             ("runaii_worker_sample_microseconds_total", &s.sample_micros),
