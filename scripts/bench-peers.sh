@@ -186,6 +186,7 @@ if [[ " $parts " == *" constrained "* || " $parts " == *" contended "* ]]; then
   for e in "${engines[@]}"; do  # warm-up (page cache, schema compile), not measured
     read -r name url pid <<<"$e"
     "$py" "$helper" constrained --url "$url" --engine "$name" --request invoice --first 999 --out /dev/null >/dev/null
+    "$py" "$helper" constrained --url "$url" --engine "$name" --request form --first 999 --out /dev/null >/dev/null
     "$py" "$helper" constrained --url "$url" --engine "$name" --request story --first 999 --max-tokens 8 --out /dev/null >/dev/null
   done
   # every_pass <condition> <spec>...: each spec ("request concurrency rounds max_tokens") on both engines,
@@ -205,7 +206,7 @@ if [[ " $parts " == *" constrained "* || " $parts " == *" contended "* ]]; then
     done
   }
   if [[ " $parts " == *" constrained "* ]]; then
-    every_pass quiet "invoice 1 4 64" "invoice 8 1 64" "story 1 2 128" "story 8 1 128"
+    every_pass quiet "invoice 1 4 64" "invoice 8 1 64" "form 1 4 200" "form 8 1 200" "story 1 2 128" "story 8 1 128"
   fi
   # 3. The same engines on a shared node: BENCH_LOAD_PROCS processes (1 by default: half of this machine)
   # spin beside them for the whole part, as another tenant's build would.

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The Python half of scripts/bench-peers.sh: the constrained-decoding client, CPU accounting and the report.
 
-    bench_peers.py constrained --url URL --engine NAME --request invoice|story --concurrency N --rounds R \
+    bench_peers.py constrained --url URL --engine NAME --request invoice|form|story --concurrency N --rounds R \
         --max-tokens M --out FILE.json
     bench_peers.py cpu PID...            # prints CPU seconds (utime+stime) of the PIDs and all their descendants
     bench_peers.py report DIR            # markdown tables from DIR/*.json
@@ -72,6 +72,57 @@ def invoice_request(n: int, max_tokens: int) -> tuple[dict, dict]:
     return body, truth
 
 
+# An order form of 13 fields, most copied from the document (testkit/src/lib.rs `order_form_request`), with
+# the order number and quantity varied per request.
+FORM_FIELDS = [
+    "order_id", "order_date", "customer_name", "email", "phone", "street", "city", "postal_code", "country",
+    "product",
+]
+FORM_SCHEMA = {
+    "type": "object",
+    "properties": {
+        **{name: {"type": "string"} for name in FORM_FIELDS},
+        "quantity": {"type": "integer"},
+        "unit_price": {"type": "number"},
+        "total": {"type": "number"},
+    },
+    "required": [*FORM_FIELDS, "quantity", "unit_price", "total"],
+    "additionalProperties": False,
+}
+
+
+def form_request(n: int, max_tokens: int) -> tuple[dict, dict]:
+    number, quantity = 58213 + n, 2 + n % 5
+    cents = quantity * 4995
+    total = f"{cents // 100}.{cents % 100:02d}"
+    document = (
+        f"Order PO-{number} was placed on 2026-10-14 by Margaret Okonkwo-Hale (margaret.hale@example.org, "
+        f"+44 20 7946 0123). Ship to 221 Baker Street, London, NW1 6XE, United Kingdom. Items: {quantity} x "
+        f"Ergonomic Walnut Desk Organizer at 49.95 GBP each, total {total} GBP."
+    )
+    body = {
+        "model": MODEL_PATH_ID,
+        "messages": [
+            {"role": "system", "content": "Extract the order form's fields from the document."},
+            {"role": "user", "content": document},
+        ],
+        "temperature": 0,
+        "max_tokens": max_tokens,
+        "response_format": {
+            "type": "json_schema",
+            "json_schema": {"name": "order_form", "strict": True, "schema": FORM_SCHEMA},
+        },
+    }
+    truth = {
+        "order_id": f"PO-{number}", "order_date": "2026-10-14", "customer_name": "Margaret Okonkwo-Hale",
+        "email": "margaret.hale@example.org", "phone": "+44 20 7946 0123", "street": "221 Baker Street",
+        "city": "London", "postal_code": "NW1 6XE", "country": "United Kingdom",
+        "product": "Ergonomic Walnut Desk Organizer", "quantity": quantity, "unit_price": 49.95,
+        "total": float(total),
+    }
+    return body, truth
+
+
 def story_request(n: int, max_tokens: int) -> tuple[dict, dict]:
     body = {
         "model": MODEL_PATH_ID,
@@ -83,7 +134,11 @@ def story_request(n: int, max_tokens: int) -> tuple[dict, dict]:
     return body, {}
 
 
-REQUESTS = {"invoice": (invoice_request, INVOICE_SCHEMA), "story": (story_request, STORY_SCHEMA)}
+REQUESTS = {
+    "invoice": (invoice_request, INVOICE_SCHEMA),
+    "form": (form_request, FORM_SCHEMA),
+    "story": (story_request, STORY_SCHEMA),
+}
 
 
 def post(url: str, body: dict, timeout: float) -> tuple[int, dict, float]:
@@ -282,7 +337,8 @@ def report(args: argparse.Namespace) -> None:
               "| per-stream decode tok/s | TTFT ms | ms per output token | mean s per answer | stop / length "
               "| valid JSON | fields right | engine's CPU (cores) | others' CPU (cores) |")
         print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
-        order = {"invoice": 0, "story": 1}
+        order = {"invoice": 0, "form": 1, "story": 2}
+        fields_per_answer = {"invoice": 4, "form": 13}
         def condition(r: dict) -> str:
             return r.get("condition") or "quiet"
 
@@ -290,7 +346,8 @@ def report(args: argparse.Namespace) -> None:
             return request if cond == "quiet" else f"{request}, {cond}"
 
         for r in sorted(cons, key=lambda r: (condition(r) != "quiet", order[r["request"]], r["concurrency"], r["engine"] != "worker", r["pass"])):
-            fields = f"{r['fields_right']}/{4 * r['ok']}" if r["request"] == "invoice" else "—"
+            per = fields_per_answer.get(r["request"])
+            fields = f"{r['fields_right']}/{per * r['ok']}" if per else "—"
             print(f"| {r['engine']} | {r['pass']} | {label(r['request'], condition(r))} | {r['concurrency']} | {r['ok']}/{r['requests']} "
                   f"| {r['completion_tokens']:,} | {r['wall_s']:.2f} | **{r['tokens_per_s']:.1f}** "
                   f"| {fmt(r['per_stream_decode_tok_s'])} | {fmt(r.get('mean_ttft_ms'))} | {fmt(r.get('mean_tpot_ms'), 2)} "

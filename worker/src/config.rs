@@ -42,9 +42,11 @@ pub struct Settings {
     pub prompt_cache_mib: usize,
     /// The most tokens a sequence guesses ahead per decode, from what followed its last tokens earlier in
     /// the prompt or the answer, decoded beside its sampled token and kept only where sampling chooses
-    /// them anyway: answers are unchanged, an answer that copies from its prompt takes fewer steps. 0
-    /// turns drafts off.
-    #[arg(long, env = "RUNAII_DRAFT_MAX", default_value_t = 8)]
+    /// them anyway: an answer that copies from its prompt takes fewer decode steps. 0 (the default) turns
+    /// drafts off: on a CPU a decode's time grows with its tokens, and the guesses cost about what they
+    /// save (docs/benchmarks.md, "Prompt-lookup drafts"); they pay where a batch's extra rows are nearly
+    /// free, as on a GPU.
+    #[arg(long, env = "RUNAII_DRAFT_MAX", default_value_t = 0)]
     pub draft_max: usize,
     /// Requests that may wait for a free slot; past this the worker answers 503.
     #[arg(long, env = "RUNAII_QUEUE_DEPTH", default_value_t = 64)]

@@ -14,8 +14,8 @@
 //! refused schema with its reason. `BENCH_DRY=0` sends `dry_multiplier: 0`, turning off the repetition
 //! guard constrained requests get by default (the "guards" table of `docs/benchmarks.md`); `BENCH_CLOSE=0`
 //! sends `close_before_limit: false`, turning off the closing bonus near `max_tokens` (`engine/closing.rs`).
-//! `BENCH_DRAFT_MAX=0` runs the generation on a worker without drafts (`engine/drafts.rs`), and
-//! `BENCH_ANSWERS=FILE` writes every answer, to compare two runs.
+//! `BENCH_DRAFT_MAX=8` runs the generation on a worker with prompt-lookup drafts (`engine/drafts.rs`),
+//! and `BENCH_ANSWERS=FILE` writes every answer, to compare two runs.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -243,7 +243,7 @@ fn every_document_the_grammar_admits_passes_the_validator() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn every_schema_yields_valid_json_or_a_refusal() {
-    // BENCH_DRAFT_MAX=0: a worker without drafts; BENCH_ANSWERS=FILE writes every answer (schema name,
+    // BENCH_DRAFT_MAX=8: a worker with drafts; BENCH_ANSWERS=FILE writes every answer (schema name,
     // finish reason, text; one JSON line each) to compare two runs.
     let drafts = std::env::var("BENCH_DRAFT_MAX").ok();
     let worker = drafts.as_deref().map(|max| common::start(&["--draft-max", max]));

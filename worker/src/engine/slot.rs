@@ -126,7 +126,7 @@ impl Active {
     /// None for an answer that scores its tokens (`logprobs`), nor under a GBNF grammar (which cannot
     /// test a token without taking it).
     pub fn guess(&mut self, room: usize) -> Vec<LlamaToken> {
-        let limit = self.draft_length.next().min(room).min(self.job.max_tokens.saturating_sub(self.generated) as usize);
+        let limit = self.draft_length.take().min(room).min(self.job.max_tokens.saturating_sub(self.generated) as usize);
         if limit == 0 || self.logprobs.is_some() || self.first_sample.is_none() {
             return Vec::new();
         }
