@@ -1,8 +1,6 @@
 //! Exact costs. The gateway writes `usage.cost` as a JSON number with every digit of the ledger's
 //! decimal; reading it as `f64` would round it, so it is read as its raw text into a [`Decimal`].
 
-use std::str::FromStr;
-
 use rust_decimal::Decimal;
 use serde::{Deserialize, Deserializer};
 use serde_json::value::RawValue;
@@ -15,12 +13,7 @@ pub fn exact<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<Decima
     let Some(raw) = Option::<Box<RawValue>>::deserialize(deserializer)? else {
         return Ok(None);
     };
-    parse(raw.get()).map(Some).map_err(serde::de::Error::custom)
-}
-
-fn parse(text: &str) -> Result<Decimal, String> {
-    let text = text.trim().trim_matches('"');
-    Decimal::from_str(text).or_else(|_| Decimal::from_scientific(text)).map_err(|e| format!("not a decimal cost: {text}: {e}"))
+    runaii_wire::money::parse_amount(raw.get()).map(Some).map_err(serde::de::Error::custom)
 }
 
 /// What requests have cost so far: tokens and USD, summed exactly.
@@ -66,6 +59,8 @@ impl std::fmt::Display for Spend {
 
 #[cfg(test)]
 mod tests {
+    use std::str::FromStr;
+
     use super::*;
 
     #[derive(Deserialize)]

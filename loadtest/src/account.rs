@@ -67,7 +67,7 @@ pub async fn tenant(target: &Target) -> Result<Uuid, AccountError> {
 pub async fn prices(target: &Target, model: &str) -> Result<Prices, AccountError> {
     let m: Model = get(target, &format!("/v1/models/{model}")).await?;
     let input_per_mtok = parse_amount(&m.pricing.input_per_million_tokens)?;
-    Ok(Prices {
+    let per_mtok = runaii_wire::money::Prices {
         input_per_mtok,
         cached_input_per_mtok: m
             .pricing
@@ -77,6 +77,6 @@ pub async fn prices(target: &Target, model: &str) -> Result<Prices, AccountError
             .transpose()?
             .unwrap_or(input_per_mtok),
         output_per_mtok: parse_amount(&m.pricing.output_per_million_tokens)?,
-        context_length: m.context_length,
-    })
+    };
+    Ok(Prices { per_mtok, context_length: m.context_length })
 }

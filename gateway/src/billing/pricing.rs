@@ -1,14 +1,13 @@
 //! What a request costs: tokens × price per million tokens, exact. Prompt tokens read from a cache are
 //! billed at the model's cached-input price, the rest of the prompt at its input price.
 
+use runaii_wire::money::Prices;
 use rust_decimal::Decimal;
 use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
 
 use crate::db::models::ModelRow;
-
-const MILLION: Decimal = Decimal::from_parts(1_000_000, 0, 0, false, 0);
 
 /// A request's token counts as billed: the prompt (`input`, cached ones included), the part of it read
 /// from a cache (`cached`, never more than `input`), and the answer (`output`).
@@ -62,11 +61,12 @@ impl Tokens {
 /// exact.
 #[must_use]
 pub fn cost(model: &ModelRow, tokens: Tokens) -> Decimal {
-    let cached = tokens.cached.min(tokens.input);
-    (Decimal::from(tokens.input - cached) * model.input_price_per_mtok
-        + Decimal::from(cached) * model.cached_input_price_per_mtok
-        + Decimal::from(tokens.output) * model.output_price_per_mtok)
-        / MILLION
+    let prices = Prices {
+        input_per_mtok: model.input_price_per_mtok,
+        cached_input_per_mtok: model.cached_input_price_per_mtok,
+        output_per_mtok: model.output_price_per_mtok,
+    };
+    prices.cost(tokens.input, tokens.cached, tokens.output)
 }
 
 /// Serializes `value` with `usage.cost` set to `cost`, written digit for digit as a JSON number (a

@@ -16,7 +16,14 @@ const TENANT: Uuid = Uuid::from_u128(7);
 fn expect() -> Expect {
     Expect {
         model: "m".into(),
-        prices: Prices { input_per_mtok: d("0.10"), cached_input_per_mtok: d("0.10"), output_per_mtok: d("0.30"), context_length: 4096 },
+        prices: Prices {
+            per_mtok: runaii_wire::money::Prices {
+                input_per_mtok: d("0.10"),
+                cached_input_per_mtok: d("0.10"),
+                output_per_mtok: d("0.30"),
+            },
+            context_length: 4096,
+        },
         max_tokens: 16,
         replica_loss: false,
     }
