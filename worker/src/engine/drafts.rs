@@ -3,9 +3,11 @@
 //! tokens it already holds. The scheduler feeds the guess after the sampled token in the same decode,
 //! each guessed token with its own logits, and keeps the longest prefix that sampling at those logits
 //! chooses anyway (`Scheduler::take_draft`): a guessed token is kept only when the sampler, with the
-//! grammar's mask, the penalties and the seed's next draw, picks exactly it. So an answer is the one
-//! decoding without drafts gives, token for token, and a sampled answer keeps its distribution (a
-//! deterministic draft accepted when a draw from the model equals it is the standard acceptance rule).
+//! grammar's mask, the penalties and the seed's next draw, picks exactly it. So drafts never choose a
+//! token, and a sampled answer keeps its distribution (a deterministic draft accepted when a draw from the
+//! model equals it is the standard acceptance rule). The guessed rows are computed in a larger batch,
+//! whose rounding in llama.cpp can tip a near tie, as other requests sharing the batch can
+//! (`docs/worker.md`, "Prompt-lookup drafts").
 //!
 //! Guesses cost decode time on a CPU (a step's time grows with its tokens), so a sequence's draft length
 //! follows how much of its last draft was kept ([`DraftLength`]).
@@ -15,8 +17,8 @@ const LONGEST_KEY: usize = 4;
 const SHORTEST_KEY: usize = 3;
 
 /// The tokens that followed the most recent earlier occurrence of `history`'s last few tokens, at most
-/// `max` of them; empty when those tokens occur nowhere earlier. The key is the last 3 tokens, else the
-/// last 2.
+/// `max` of them; empty when those tokens occur nowhere earlier. The key is the last 4 tokens, else the
+/// last 3.
 pub(super) fn lookup<T: PartialEq>(history: &[T], max: usize) -> &[T] {
     if max == 0 {
         return &[];

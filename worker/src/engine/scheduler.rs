@@ -111,13 +111,7 @@ impl Scheduler<'_> {
             let scoring = active.logprobs.as_ref().map_or(0, |l| l.awaiting.len()).min(take);
             let first_row = self.batch.n_tokens();
             let chunk: Vec<LlamaToken> = active.pending.drain(..take).collect();
-            for (offset, &token) in chunk.iter().enumerate() {
-                let pos = i32::try_from(start + offset).unwrap_or(i32::MAX);
-                let wants_logits = (last_chunk && offset + 1 == take) || offset < scoring;
-                if let Err(e) = self.batch.add(token, pos, &[seq], wants_logits) {
-                    tracing::error!(error = %e, "batch full; this should not happen with the budget check");
-                }
-            }
+            add(&mut self.batch, seq, start, &chunk, |offset| (last_chunk && offset + 1 == take) || offset < scoring);
             active.in_cache.extend(chunk);
             active.last_fed = Instant::now();
             active.logits_at = last_chunk.then(|| self.batch.n_tokens() - 1);
@@ -127,16 +121,11 @@ impl Scheduler<'_> {
                 // What the answer is likely to say next, decoded in the same step (`drafts.rs`).
                 let guess = active.guess(budget);
                 let row = self.batch.n_tokens();
-                for (offset, &token) in guess.iter().enumerate() {
-                    let pos = i32::try_from(active.n_past() + offset).unwrap_or(i32::MAX);
-                    if let Err(e) = self.batch.add(token, pos, &[seq], true) {
-                        tracing::error!(error = %e, "batch full; this should not happen with the budget check");
-                    }
-                }
+                add(&mut self.batch, seq, active.n_past(), &guess, |_| true);
                 budget -= guess.len();
                 EngineStats::add(&self.stats.draft_tokens, guess.len() as u64);
                 active.in_cache.extend_from_slice(&guess);
-                active.draft = Draft { proposed: guess.len(), tokens: guess, row, kept: 0 };
+                active.draft = Draft { proposed: guess.len(), tokens: guess, row };
             }
             fed.push(index);
         }
@@ -304,17 +293,16 @@ impl Scheduler<'_> {
         let same = active.pending.iter().zip(&active.draft.tokens).take_while(|(sampled, guessed)| sampled == guessed).count();
         active.pending.drain(..same);
         active.draft.tokens.drain(..same);
-        active.draft.kept += same;
         active.draft.row += i32::try_from(same).unwrap_or(i32::MAX);
         EngineStats::add(&self.stats.draft_accepted_tokens, same as u64);
-        if active.pending.is_empty() && !active.draft.tokens.is_empty() {
-            return Some(active.draft.row - 1);
+        let draft = &active.draft;
+        if draft.tokens.is_empty() || !active.pending.is_empty() {
+            // The draft is judged: kept whole, or cut where sampling chose otherwise.
+            active.draft_length.kept(draft.proposed, draft.proposed - draft.tokens.len());
         }
-        let (proposed, kept) = (active.draft.proposed, active.draft.kept);
-        active.draft_length.kept(proposed, kept);
         if active.pending.is_empty() {
-            // The whole guess was chosen: its last row chooses the token after it.
-            return (same > 0).then(|| active.draft.row - 1);
+            // All of `pending` was guessed (`same` ≥ 1): the last guessed row chooses the next token.
+            return Some(active.draft.row - 1);
         }
         self.drop_draft(index);
         None
@@ -396,6 +384,17 @@ impl Scheduler<'_> {
         let seq = u32::try_from(index).ok();
         if let Err(e) = self.ctx.clear_kv_cache_seq(seq, None, None) {
             tracing::error!(error = %e, "could not clear a sequence's KV cache");
+        }
+    }
+}
+
+/// Adds `tokens` of sequence `seq` to the batch from position `start`, with logits where `logits(offset)`.
+/// The caller has checked that they fit.
+fn add(batch: &mut LlamaBatch<'static>, seq: i32, start: usize, tokens: &[LlamaToken], logits: impl Fn(usize) -> bool) {
+    for (offset, &token) in tokens.iter().enumerate() {
+        let pos = i32::try_from(start + offset).unwrap_or(i32::MAX);
+        if let Err(e) = batch.add(token, pos, &[seq], logits(offset)) {
+            tracing::error!(error = %e, "batch full; this should not happen with the budget check");
         }
     }
 }

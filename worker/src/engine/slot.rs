@@ -66,9 +66,8 @@ pub(super) struct Draft {
     pub tokens: Vec<LlamaToken>,
     /// The batch row of the first of `tokens`: its logits choose the token after it.
     pub row: i32,
-    /// How many tokens the draft had, and how many of them joined the answer.
+    /// How many tokens the draft had (those not in `tokens` any more joined the answer).
     pub proposed: usize,
-    pub kept: usize,
 }
 
 impl Active {
@@ -126,21 +125,21 @@ impl Active {
     /// None for an answer that scores its tokens (`logprobs`), nor under a GBNF grammar (which cannot
     /// test a token without taking it).
     pub fn guess(&mut self, room: usize) -> Vec<LlamaToken> {
+        if self.logprobs.is_some() || self.first_sample.is_none() {
+            return Vec::new();
+        }
         let limit = self.draft_length.take().min(room).min(self.job.max_tokens.saturating_sub(self.generated) as usize);
-        if limit == 0 || self.logprobs.is_some() || self.first_sample.is_none() {
+        if limit == 0 {
             return Vec::new();
         }
         let mut guess = drafts::lookup(&self.in_cache, limit).to_vec();
         let allowed = match &mut self.constraint {
             None => guess.len(),
             Some(ActiveConstraint::Gbnf(_)) => 0,
+            // A stopped matcher validates nothing.
             Some(ActiveConstraint::Llguidance(matcher)) => {
                 let ids: Vec<u32> = guess.iter().map_while(|t| u32::try_from(t.0).ok()).collect();
-                if matcher.is_stopped() {
-                    0
-                } else {
-                    matcher.validate_tokens(&ids).unwrap_or(0)
-                }
+                matcher.validate_tokens(&ids).unwrap_or(0)
             }
         };
         guess.truncate(allowed);
