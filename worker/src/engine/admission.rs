@@ -63,11 +63,11 @@ impl Scheduler<'_> {
                 let sibling = job.sibling(choice);
                 let constraint = constraints.next().flatten();
                 self.slots[slot] = Some(
-                    Active::sibling(sibling, choice, placement.slot, constraint, Arc::clone(&self.first_bytes)).drafting(self.draft_max),
+                    Active::sibling(sibling, choice, placement.slot, constraint, Arc::clone(&self.json_tokens)).drafting(self.draft_max),
                 );
             }
             let constraint = constraints.next().flatten();
-            self.slots[placement.slot] = Some(Active::new(job, constraint, kept, Arc::clone(&self.first_bytes)).drafting(self.draft_max));
+            self.slots[placement.slot] = Some(Active::new(job, constraint, kept, Arc::clone(&self.json_tokens)).drafting(self.draft_max));
         }
         true
     }

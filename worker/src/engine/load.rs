@@ -11,6 +11,7 @@ use llama_cpp_2::model::params::LlamaModelParams;
 use llama_cpp_2::model::LlamaModel;
 use tokio::sync::oneshot;
 
+use super::closing::JsonTokens;
 use super::prefix::CachedPrefix;
 use super::queue::JobQueue;
 use super::saved::SavedPrefixes;
@@ -116,7 +117,7 @@ pub fn load(settings: LoadSettings) -> oneshot::Receiver<anyhow::Result<Arc<Load
             saved: SavedPrefixes::new(settings.prompt_cache_bytes),
             batch: LlamaBatch::new(batch_size, i32::try_from(settings.slots).unwrap_or(1)),
             batch_size,
-            first_bytes: token_first_bytes(&model),
+            json_tokens: json_tokens(&model),
             kept,
             threads,
             stashed: None,
@@ -129,12 +130,12 @@ pub fn load(settings: LoadSettings) -> oneshot::Receiver<anyhow::Result<Arc<Load
     ready_rx
 }
 
-/// The first byte of every token's text, once per model.
-fn token_first_bytes(model: &LlamaModel) -> Arc<[u8]> {
+/// Which tokens close JSON values, from every token's text, once per model.
+fn json_tokens(model: &LlamaModel) -> Arc<JsonTokens> {
     use llama_cpp_2::token::LlamaToken;
     let vocab = model.vocab();
     let n = u32::try_from(vocab.n_tokens()).unwrap_or(0);
-    super::closing::first_bytes((0..n).map(|id| vocab.token_to_piece(LlamaToken(i32::try_from(id).unwrap_or(0)), false, None))).into()
+    Arc::new(JsonTokens::new((0..n).map(|id| vocab.token_to_piece(LlamaToken(i32::try_from(id).unwrap_or(0)), false, None))))
 }
 
 fn load_model(settings: &LoadSettings) -> anyhow::Result<Arc<LlamaModel>> {

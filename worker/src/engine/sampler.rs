@@ -1,5 +1,5 @@
 //! Picking the next token from logits: repetition penalties (`repetition.rs`) and, for a JSON answer
-//! near its budget, the closing bonus (`closing.rs`), then greedy at temperature 0, else top-k →
+//! near its budget or running away inside a string, the closing bonus (`closing.rs`), then greedy at temperature 0, else top-k →
 //! temperature → top-p.
 //!
 //! Sampling is done here rather than in a llama.cpp sampler chain so that a constraint's mask is
@@ -11,7 +11,7 @@ use std::sync::Arc;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-use super::closing::{JsonDepth, CLOSING_BONUS};
+use super::closing::{Bonus, JsonDepth, JsonTokens};
 use super::repetition::{History, Penalties};
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -31,12 +31,12 @@ impl Default for SamplingParams {
     }
 }
 
-/// What closing a JSON answer in time needs: where the answer is, its budget, and each token's first byte.
+/// What closing a JSON answer in time needs: where the answer is, its budget, and which tokens close.
 #[derive(Debug)]
 struct Closing {
     depth: JsonDepth,
     budget: usize,
-    first_bytes: Arc<[u8]>,
+    tokens: Arc<JsonTokens>,
 }
 
 #[derive(Debug)]
@@ -63,12 +63,12 @@ impl Sampler {
         }
     }
 
-    /// With `close_json`, closes the answer before its `budget` of tokens runs out; `first_bytes` is the
-    /// first byte of each token's text.
+    /// With `close_json`, closes the answer before its `budget` of tokens runs out, and strings that run
+    /// away; `tokens` says which tokens close.
     #[must_use]
-    pub fn closing_json(mut self, budget: u32, first_bytes: Arc<[u8]>) -> Self {
+    pub fn closing_json(mut self, budget: u32, tokens: Arc<JsonTokens>) -> Self {
         if self.params.close_json {
-            self.closing = Some(Closing { depth: JsonDepth::default(), budget: budget as usize, first_bytes });
+            self.closing = Some(Closing { depth: JsonDepth::default(), budget: budget as usize, tokens });
         }
         self
     }
@@ -92,13 +92,12 @@ impl Sampler {
         let adjustments = self.history.adjustments(&self.params.penalties);
         let mut next = adjustments.iter().peekable();
         let produced = self.produced;
-        let closer = self.closing.as_mut().and_then(|c| c.depth.closer(c.budget.saturating_sub(produced)).map(|b| (b, &c.first_bytes)));
+        let bonus = self.closing.as_mut().map(|c| (c.depth.bonus(produced, c.budget, &c.tokens), &c.tokens));
+        let bonus = bonus.filter(|(b, _)| *b != Bonus::None);
         self.scratch.extend(logits.iter().enumerate().filter_map(|(id, &logit)| {
             let mut logit = logit;
-            if let Some((byte, first_bytes)) = closer {
-                if first_bytes.get(id) == Some(&byte) {
-                    logit += CLOSING_BONUS;
-                }
+            if let Some((bonus, tokens)) = &bonus {
+                logit += bonus.of(id, tokens);
             }
             let id = u32::try_from(id).ok()?;
             let logit = match next.peek() {
@@ -189,22 +188,28 @@ mod tests {
 
     #[test]
     fn a_json_answer_near_its_budget_takes_the_closer_the_grammar_allows() {
-        // Token 0 is `"`, 1 is `]`, 2 is `x`; the model prefers `x` by 5.
-        let first_bytes: Arc<[u8]> = vec![b'"', b']', b'x'].into();
+        // Token 0 is `"`, 1 is `]`, 2 is `x`, 3 is `},{`; the model prefers `x` by 5.
+        let tokens: Arc<JsonTokens> = Arc::new(JsonTokens::new(["\"", "]", "x", "},{"].iter().map(|p| p.as_bytes().to_vec())));
         let params = SamplingParams { temperature: 0.0, close_json: true, ..SamplingParams::default() };
-        let logits = [0.0, 0.0, 5.0];
-        let mut roomy = Sampler::new(params).closing_json(1000, Arc::clone(&first_bytes));
+        let logits = [0.0, 0.0, 5.0, 1.0];
+        let mut roomy = Sampler::new(params).closing_json(1000, Arc::clone(&tokens));
         roomy.record(2, br#"{"a":"x"#);
         assert_eq!(roomy.sample(&logits, |_| true), Some(2), "far from the budget nothing changes");
-        let mut tight = Sampler::new(params).closing_json(10, Arc::clone(&first_bytes));
+        let mut tight = Sampler::new(params).closing_json(10, Arc::clone(&tokens));
         tight.record(2, br#"{"a":"x"#);
         assert_eq!(tight.sample(&logits, |_| true), Some(0), "inside the string: the quote");
         assert_eq!(tight.sample(&logits, |id| id != 0), Some(2), "the grammar still decides");
-        let mut in_array = Sampler::new(params).closing_json(10, Arc::clone(&first_bytes));
+        let mut in_array = Sampler::new(params).closing_json(10, Arc::clone(&tokens));
         in_array.record(2, br#"{"a":["x","#);
         assert_eq!(in_array.sample(&logits, |_| true), Some(1), "in an array: `]`");
         assert_eq!(in_array.sample(&logits, |id| id != 1), Some(2), "and not a quote: without `]`, x wins over `\"`");
-        let mut off = Sampler::new(SamplingParams { close_json: false, ..params }).closing_json(10, first_bytes);
+        let mut in_item = Sampler::new(params).closing_json(10, Arc::clone(&tokens));
+        in_item.record(2, br#"[{"a":1"#);
+        assert_eq!(in_item.sample(&logits, |id| id != 2), Some(3), "`}},{{` opens what it closes: no bonus, the model's own order");
+        let mut runaway = Sampler::new(params).closing_json(1000, Arc::clone(&tokens));
+        runaway.record(2, format!(r#"{{"a":"{}"#, "1257-".repeat(40)).as_bytes());
+        assert_eq!(runaway.sample(&logits, |_| true), Some(0), "a word of 200 bytes: the quote, budget or not");
+        let mut off = Sampler::new(SamplingParams { close_json: false, ..params }).closing_json(10, tokens);
         off.record(2, br#"{"a":"x"#);
         assert_eq!(off.sample(&logits, |_| true), Some(2), "off unless asked");
     }

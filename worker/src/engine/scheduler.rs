@@ -6,6 +6,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use super::closing::JsonTokens;
 use super::logprobs::{self, Allowed, Scored};
 use super::prefix::CachedPrefix;
 use super::queue::JobQueue;
@@ -42,8 +43,8 @@ pub(super) struct Scheduler<'m> {
     pub saved: SavedPrefixes<SeqState>,
     pub batch: LlamaBatch<'static>,
     pub batch_size: usize,
-    /// The first byte of each token's text, for closing JSON answers in time (`closing.rs`).
-    pub first_bytes: Arc<[u8]>,
+    /// Which tokens close JSON values, for closing JSON answers in time (`closing.rs`).
+    pub json_tokens: Arc<JsonTokens>,
     /// One thread or all of them, by what other processes leave us (`threads.rs`).
     pub threads: Governor,
     /// Control tokens an answer keeps as text: its call format's markers (`tools::markers`).

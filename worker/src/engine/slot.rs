@@ -7,6 +7,7 @@ use llama_cpp_2::token::LlamaToken;
 use runaii_wire::priority::Priority;
 use runaii_wire::{FinishReason, Timings, Usage};
 
+use super::closing::JsonTokens;
 use super::drafts::{self, DraftLength};
 use super::logprobs::TokenLogprobs;
 use super::sampler::Sampler;
@@ -72,21 +73,21 @@ pub(super) struct Draft {
 
 impl Active {
     /// `kept`: the prompt's leading tokens already in the sequence's KV cache.
-    /// `first_bytes`: the first byte of each token's text, for closing a JSON answer in time.
-    pub fn new(job: Job, constraint: Option<ActiveConstraint>, kept: Vec<LlamaToken>, first_bytes: Arc<[u8]>) -> Self {
-        Self::answering(job, 0, constraint, kept, first_bytes)
+    /// `json_tokens`: which tokens close JSON values, for closing a JSON answer in time.
+    pub fn new(job: Job, constraint: Option<ActiveConstraint>, kept: Vec<LlamaToken>, json_tokens: Arc<JsonTokens>) -> Self {
+        Self::answering(job, 0, constraint, kept, json_tokens)
     }
 
     /// Answer `choice` of a request of several, whose prompt the sequence `leader` reads.
-    pub fn sibling(job: Job, choice: u32, leader: usize, constraint: Option<ActiveConstraint>, first_bytes: Arc<[u8]>) -> Self {
-        let mut active = Self::answering(job, choice, constraint, Vec::new(), first_bytes);
+    pub fn sibling(job: Job, choice: u32, leader: usize, constraint: Option<ActiveConstraint>, json_tokens: Arc<JsonTokens>) -> Self {
+        let mut active = Self::answering(job, choice, constraint, Vec::new(), json_tokens);
         active.pending.clear();
         active.copies_from = Some(leader);
         active
     }
 
-    fn answering(job: Job, choice: u32, constraint: Option<ActiveConstraint>, kept: Vec<LlamaToken>, first_bytes: Arc<[u8]>) -> Self {
-        let sampler = Sampler::new(job.sampling).closing_json(job.max_tokens, first_bytes);
+    fn answering(job: Job, choice: u32, constraint: Option<ActiveConstraint>, kept: Vec<LlamaToken>, json_tokens: Arc<JsonTokens>) -> Self {
+        let sampler = Sampler::new(job.sampling).closing_json(job.max_tokens, json_tokens);
         let text = TextAssembler::new(job.stop.clone());
         let cached_tokens = u32::try_from(kept.len()).unwrap_or(u32::MAX);
         let logprobs = job.logprobs.map(TokenLogprobs::new);
