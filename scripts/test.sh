@@ -18,37 +18,13 @@ cargo test --workspace --locked "$@"
 # llama.cpp, 10 minutes here).
 cargo build --locked --workspace --all-targets
 
-# A virtualenv at $1 with the requirements in $2, installed only when they changed since the last install.
-ensure_venv() {
-  local venv="$1" requirements="$2"
-  if ! "$venv/bin/python" -c 'import sys' 2>/dev/null; then
-    command -v python3 >/dev/null || { echo "test: python3 is needed (apt-get install -y python3 python3-venv)" >&2; exit 1; }
-    rm -rf "$venv"
-    if ! python3 -m venv "$venv" 2>/dev/null; then
-      rm -rf "$venv"
-      echo "installing python3-venv"
-      local sudo=""
-      [ "$(id -u)" -eq 0 ] || sudo="sudo"
-      $sudo apt-get update -qq
-      DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq python3-venv >/dev/null
-      python3 -m venv "$venv"
-    fi
-  fi
-  local stamp="$venv/.runaii-requirements.sha256" want
-  want="$(sha256sum "$requirements" | cut -d' ' -f1)"
-  if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
-    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -r "$requirements"
-    echo "$want" >"$stamp"
-  fi
-}
-
 venv="${RUNAII_VENV:-$HOME/.cache/runaii/venv}"
-ensure_venv "$venv" tests/sdk/requirements.txt
+ensure_venv "$venv" --quiet -r tests/sdk/requirements.txt
 "$venv/bin/python" -m pytest -q tests/sdk
 
 # The Anthropic SDK's 0.x line (x-api-key) against the same Messages tests, in its own virtualenv.
 venv0="${RUNAII_VENV_ANTHROPIC0:-$HOME/.cache/runaii/venv-anthropic0}"
-ensure_venv "$venv0" tests/sdk/requirements-anthropic-0x.txt
+ensure_venv "$venv0" --quiet -r tests/sdk/requirements-anthropic-0x.txt
 "$venv0/bin/python" -m pytest -q tests/sdk/test_anthropic.py
 
 # The web console in a real headless browser: Debian's Chromium (Playwright never downloads one here),
@@ -56,11 +32,8 @@ ensure_venv "$venv0" tests/sdk/requirements-anthropic-0x.txt
 # ~/.cache/runaii/console-screenshots/<time> (the run prints the folder).
 if [ ! -x "${RUNAII_CHROMIUM:-/usr/bin/chromium}" ]; then
   echo "installing chromium (for the console's browser tests)"
-  sudo=""
-  [ "$(id -u)" -eq 0 ] || sudo="sudo"
-  $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq chromium >/dev/null
+  apt_install chromium
 fi
 venv_console="${RUNAII_VENV_CONSOLE:-$HOME/.cache/runaii/venv-console}"
-ensure_venv "$venv_console" tests/console/requirements.txt
+ensure_venv "$venv_console" --quiet -r tests/console/requirements.txt
 "$venv_console/bin/python" -m pytest -q tests/console
