@@ -19,8 +19,13 @@ pub struct Cli {
 /// Where the gateway is and how to authenticate; see `docs/cli.md` for the order they are looked up in.
 #[derive(Debug, Clone, Default, Args)]
 pub struct Connection {
-    /// The gateway, e.g. https://api.runaii.cloud (with or without /v1) [default: http://127.0.0.1:8080]
-    #[arg(long, env = "RUNAII_BASE_URL", global = true)]
+    /// The gateway's address (`--help` shows an example and the default).
+    #[arg(
+        long,
+        env = "RUNAII_BASE_URL",
+        global = true,
+        help = "The gateway, e.g. https://api.runaii.cloud (with or without /v1) [default: http://127.0.0.1:8080]"
+    )]
     pub base_url: Option<String>,
     /// An API key (rk-…)
     #[arg(long, env = "RUNAII_API_KEY", hide_env_values = true, global = true)]

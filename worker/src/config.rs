@@ -71,7 +71,7 @@ pub struct Settings {
     /// comma-separated node URLs mean a Redis Cluster.
     #[arg(long, env = "RUNAII_ANNOUNCE_REDIS_URL", hide_env_values = true)]
     pub announce_redis_url: Option<SecretText>,
-    /// The URL gateways reach this worker at (default: http://<listen>).
+    /// The URL gateways reach this worker at (default: the --listen address, over http).
     #[arg(long, env = "RUNAII_ADVERTISE_URL")]
     pub advertise_url: Option<String>,
     /// The fleet's shared worker secret, one per line (the first signs; every line is accepted, for

@@ -7,17 +7,17 @@
 use serde_json::{json, Value};
 use utoipa::ToSchema;
 
-/// Replaced by [`chat_event`] in the served document.
+/// Replaced by `chat_event` in the served document.
 #[derive(ToSchema)]
 #[schema(value_type = Object)]
 pub struct ChatCompletionsSse(pub String);
 
-/// Replaced by [`responses_event`] in the served document.
+/// Replaced by `responses_event` in the served document.
 #[derive(ToSchema)]
 #[schema(value_type = Object)]
 pub struct ResponsesSse(pub String);
 
-/// Replaced by [`messages_event`] in the served document.
+/// Replaced by `messages_event` in the served document.
 #[derive(ToSchema)]
 #[schema(value_type = Object)]
 pub struct MessagesSse(pub String);

@@ -5,8 +5,8 @@
 //! background when it runs low. A tenant whose available credit is too small for a useful slice gets
 //! today's exact per-request hold (`db::credits::hold`) instead.
 //!
-//! A slice is sized for the tenant's demand on this replica: [`SLICE_WINDOWS`] windows' worth of the
-//! worst cases held in the busiest recent window, and never less than [`REQUESTS_PER_SLICE`] requests like
+//! A slice is sized for the tenant's demand on this replica: `SLICE_WINDOWS` windows' worth of the
+//! worst cases held in the busiest recent window, and never less than `REQUESTS_PER_SLICE` requests like
 //! the one asking. A busy tenant's slice so lasts a couple of seconds between top-ups, whatever its rate
 //! (sized by request count alone, a top-up every 32 requests was 0.03 Postgres transactions per request).
 //!

@@ -92,7 +92,7 @@ pub(super) fn for_grammar(schema: &Value) -> Result<Value, Refusal> {
     Ok(grammar)
 }
 
-/// As [`for_grammar`], for a schema embedded in a larger grammar (a tool's arguments in a call, a
+/// As `for_grammar`, for a schema embedded in a larger grammar (a tool's arguments in a call, a
 /// `response_format` beside tool calls): narrowed, tightened, objects closed and `oneOf` made exact, with
 /// the separators left to the enclosing `%json`. Without it a call's arguments could hold keys the tool
 /// never declared.

@@ -4,7 +4,7 @@
 //!
 //! A receipt is filed under the request's cache scope and id, so one tenant's request id never reads
 //! another's. It ends when its job is dropped: finished, failed, abandoned, or skipped in the queue
-//! because its client had left (then it read nothing). The store keeps the newest [`KEPT`] receipts.
+//! because its client had left (then it read nothing). The store keeps the newest `KEPT` receipts.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};

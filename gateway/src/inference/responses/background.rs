@@ -11,7 +11,7 @@
 //! a `response.failed` for a run that fails. With `stream: true` the create call answers with those
 //! events, read back like any resume: the client reads, it does not run, so a client that leaves leaves
 //! the response running and billed once. A cancel reaches the task on this replica at once, and on
-//! another within [`CANCEL_POLL`], by the stored status.
+//! another within `CANCEL_POLL`, by the stored status.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};

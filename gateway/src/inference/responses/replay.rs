@@ -6,8 +6,8 @@
 //! starts later, its final event whole.
 //!
 //! A reader only reads: it holds no worker, no credit and no slot, and a client that leaves it leaves the
-//! response running (only `POST /v1/responses/{id}/cancel` stops it). It polls Redis every [`POLL`] and
-//! the response's stored status every [`STATUS_EVERY`]; it ends after the response's final event, at
+//! response running (only `POST /v1/responses/{id}/cancel` stops it). It polls Redis every `POLL` and
+//! the response's stored status every `STATUS_EVERY`; it ends after the response's final event, at
 //! once when the response is cancelled, and, when the final event is not in Redis (Redis was away, or the
 //! events expired), with that event written from the stored response.
 
