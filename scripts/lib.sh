@@ -115,8 +115,9 @@ JSONSCHEMA_VERSION=4.26.0
 
 # ensure_venv <dir> <pip install argument>...: a virtualenv at <dir> (python3-venv installed where it is
 # missing) holding what the arguments install: pins, or `-r requirements.txt`. It installs again only when
-# the arguments, a requirements file they name or $CMAKE_ARGS (a package built from source: other flags,
-# another build) changed since the last install. Pip's output goes to stdout.
+# the pins, a requirements file's content or $CMAKE_ARGS (a package built from source: other flags,
+# another build) changed since the last install; options such as --quiet are not part of that, so two
+# scripts sharing a virtualenv do not reinstall it for each other. Pip's output goes to stdout.
 ensure_venv() {
   local venv="$1"; shift
   if ! "$venv/bin/python" -c 'import sys' 2>/dev/null; then
@@ -129,9 +130,13 @@ ensure_venv() {
       python3 -m venv "$venv"
     fi
   fi
-  local stamp="$venv/.runaii-pins" want="$* ${CMAKE_ARGS:-}" arg after_r=""
+  local stamp="$venv/.runaii-pins" want="${CMAKE_ARGS:-}" arg after_r=""
   for arg in "$@"; do
-    [ -n "$after_r" ] && want+=" $(sha256sum "$arg" | cut -d' ' -f1)"
+    if [ -n "$after_r" ]; then
+      want+=" $arg:$(sha256sum "$arg" | cut -d' ' -f1)"
+    elif [[ "$arg" != -* ]]; then
+      want+=" $arg"
+    fi
     after_r=""
     [ "$arg" = -r ] && after_r=1
   done
