@@ -28,14 +28,10 @@ impl Drop for Gateway {
     }
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
 /// The real `runaii-gateway serve` binary on the test's database, with `env` added; waits until it answers.
 async fn spawn_binary(app: &common::TestApp, env: &[(&str, &str)]) -> (Gateway, String) {
     let database = app.db.connect_options().get_database().unwrap().to_owned();
-    let port = free_port();
+    let port = runaii_testkit::free_port();
     let child = Command::new(env!("CARGO_BIN_EXE_runaii-gateway"))
         .arg("serve")
         .env("DATABASE_URL", format!("postgres://postgres@127.0.0.1:5432/{database}"))

@@ -70,9 +70,19 @@ pub fn model_path() -> PathBuf {
     path
 }
 
+/// A port nothing listens on now, and that no other call in this process was given: the tests of one
+/// binary run at once, and two of them starting servers on the same port would talk to one server.
 #[must_use]
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    static GIVEN: Mutex<Vec<u16>> = Mutex::new(Vec::new());
+    let mut given = GIVEN.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    loop {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        if !given.contains(&port) {
+            given.push(port);
+            return port;
+        }
+    }
 }
 
 /// A running worker. It exits when this value is dropped or the test process ends: its stdin closes.
@@ -94,7 +104,7 @@ impl WorkerProcess {
 #[must_use]
 pub fn start_worker(binary: &Path, extra: &[&str]) -> WorkerProcess {
     let port = free_port();
-    let child = Command::new(binary)
+    let mut child = Command::new(binary)
         .arg("--model-path")
         .arg(model_path())
         .args(["--listen", &format!("127.0.0.1:{port}"), "--exit-on-stdin-eof"])
@@ -106,11 +116,25 @@ pub fn start_worker(binary: &Path, extra: &[&str]) -> WorkerProcess {
         .spawn()
         .unwrap_or_else(|e| panic!("cannot start {}: {e}", binary.display()));
     let deadline = Instant::now() + Duration::from_secs(120);
-    while !healthy(port) {
+    // A worker that exited (its port taken since `free_port`) must not be mistaken for whatever else
+    // answers on that port: checked before each poll and once more after the answer.
+    loop {
+        still_running(&mut child);
+        if healthy(port) {
+            break;
+        }
         assert!(Instant::now() < deadline, "worker not ready in 120 s");
         std::thread::sleep(Duration::from_millis(100));
     }
+    still_running(&mut child);
     WorkerProcess { url: format!("http://127.0.0.1:{port}"), _child: Mutex::new(child) }
+}
+
+/// Panics with the worker's exit status if it ended.
+fn still_running(child: &mut Child) {
+    if let Some(status) = child.try_wait().unwrap() {
+        panic!("the worker exited before it was ready ({status}): see its log above");
+    }
 }
 
 /// A plain HTTP/1.0 GET, so readiness can be polled from sync code outside any runtime.
