@@ -12,10 +12,15 @@
 //!   need them, and nothing else: `"}` yes, `},{"` not, since it opens as much as it closes) get a large
 //!   bonus, from then to the end of the answer.
 //! - **A runaway word.** Inside a string, once a run of text without white space passes
-//!   [`RUNAWAY_WORD`] bytes, tokens starting with the closing quote get a bonus that grows with the run.
-//!   Real values of that length are URLs, hashes and file paths; what the embedded model writes there
-//!   is a count (`"1257-1258-1259-…"`, `"hero1253.hero1254.…"`) that takes the budget the rest of the
-//!   document needs.
+//!   [`RUNAWAY_WORD`] bytes or [`RUNAWAY_TOKENS`] tokens, tokens starting with the closing quote get a
+//!   bonus that grows with the run. Real values of that length are URLs, hashes and file paths, a few
+//!   bytes to a token; what the embedded model writes there is a count (`"1257-1258-1259-…"`,
+//!   `"hero1253.hero1254.…"`) or a letter chain (`"a-n-a-n-n-…"`) at a byte or two per token, which
+//!   takes the budget the rest of the document needs.
+//!
+//! Where the grammar does not allow the quote yet (a `format: uri` still in its scheme, a `pattern`
+//! whose tail has not come), the scheduler asks the grammar which of the best allowed tokens would let
+//! the quote follow (`Sampler::sample_steered`), and those get the quote's bonus.
 //!
 //! A closed answer is shorter than the model would have written, but it is complete and valid, where the
 //! cut one was neither.
@@ -37,6 +42,11 @@ pub(super) const RUNAWAY_WORD: usize = 48;
 /// Bytes of a runaway word per logit of bonus for the closing quote (up to [`CLOSING_BONUS`]).
 const RUNAWAY_BYTES_PER_LOGIT: usize = 2;
 
+/// Tokens of a string's text without white space before the closing quote starts to be favoured, a
+/// logit per token beyond (up to [`CLOSING_BONUS`]): a run of one-byte tokens costs the budget as
+/// much as a word three times as long.
+pub(super) const RUNAWAY_TOKENS: usize = 28;
+
 /// Which tokens a JSON answer's closing favours, by their text; built once per model.
 #[derive(Debug, Default)]
 pub struct JsonTokens {
@@ -45,6 +55,12 @@ pub struct JsonTokens {
     /// Tokens whose text is only closing bytes (at most one quote, first, then `]` and `}`) and white
     /// space, by id, with those bytes.
     closers: Vec<(u32, Box<[u8]>)>,
+    /// The token whose text is a quote alone.
+    quote: Option<u32>,
+    /// Tokens whose text is one ASCII punctuation byte other than a quote or a backslash (`:`, `-`,
+    /// `/`, …): what a `format` or a `pattern` often needs before a string may close, whether or not
+    /// the model ranks them high.
+    punctuation: Vec<u32>,
 }
 
 impl JsonTokens {
@@ -56,11 +72,29 @@ impl JsonTokens {
             let text: Vec<u8> = piece.iter().copied().filter(|b| !b.is_ascii_whitespace()).collect();
             tokens.first.push(text.first().copied().unwrap_or(0));
             let closes = !text.is_empty() && text.iter().enumerate().all(|(i, &b)| matches!(b, b']' | b'}') || (b == b'"' && i == 0));
+            if let ([b], Ok(id)) = (piece.as_slice(), u32::try_from(id)) {
+                if b.is_ascii_punctuation() && !matches!(b, b'"' | b'\\') {
+                    tokens.punctuation.push(id);
+                }
+            }
             if let (true, Ok(id)) = (closes, u32::try_from(id)) {
+                if piece == b"\"" {
+                    tokens.quote = Some(id);
+                }
                 tokens.closers.push((id, text.into()));
             }
         }
         tokens
+    }
+
+    /// The token whose text is a quote alone, if the vocabulary has one.
+    pub fn quote(&self) -> Option<u32> {
+        self.quote
+    }
+
+    /// The tokens of one punctuation byte (see the field).
+    pub fn punctuation(&self) -> &[u32] {
+        &self.punctuation
     }
 }
 
@@ -87,6 +121,14 @@ impl Bonus {
             Self::FirstByte(..) => 0.0,
         }
     }
+
+    /// The logits it adds to the tokens it favours.
+    pub fn strength(&self) -> f32 {
+        match self {
+            Self::None => 0.0,
+            Self::Tokens(_, bonus) | Self::FirstByte(_, bonus) => *bonus,
+        }
+    }
 }
 
 /// Where an answer is in the JSON it writes, from its bytes.
@@ -98,13 +140,16 @@ pub(super) struct JsonDepth {
     escaped: bool,
     /// Bytes of the open string since its start or its last white space.
     run: usize,
+    /// Tokens that wrote those bytes.
+    run_tokens: usize,
     /// Set once the answer had to start closing: it closes from then on.
     closing: bool,
 }
 
 impl JsonDepth {
-    /// Follows the answer's next bytes.
+    /// Follows the answer's next token, by its bytes.
     pub fn push(&mut self, piece: &[u8]) {
+        let run_before = self.run;
         for &b in piece {
             if self.in_string {
                 match b {
@@ -134,6 +179,19 @@ impl JsonDepth {
                 _ => {}
             }
         }
+        if self.run == 0 {
+            self.run_tokens = 0;
+        } else if self.run > run_before {
+            self.run_tokens += 1;
+        } else {
+            // White space, then text, within one token.
+            self.run_tokens = 1;
+        }
+    }
+
+    /// Whether the answer is inside a string.
+    pub fn in_string(&self) -> bool {
+        self.in_string
     }
 
     /// What closes everything open, innermost first.
@@ -153,7 +211,9 @@ impl JsonDepth {
             let ids: Vec<u32> = tokens.closers.iter().filter(|(_, text)| wanted.starts_with(text)).map(|&(id, _)| id).collect();
             return if ids.is_empty() { Bonus::None } else { Bonus::Tokens(ids, CLOSING_BONUS) };
         }
-        let steps = u16::try_from(self.run.saturating_sub(RUNAWAY_WORD) / RUNAWAY_BYTES_PER_LOGIT).unwrap_or(u16::MAX);
+        let by_bytes = self.run.saturating_sub(RUNAWAY_WORD) / RUNAWAY_BYTES_PER_LOGIT;
+        let by_tokens = self.run_tokens.saturating_sub(RUNAWAY_TOKENS);
+        let steps = u16::try_from(by_bytes.max(by_tokens)).unwrap_or(u16::MAX);
         if self.in_string && steps > 0 {
             return Bonus::FirstByte(b'"', f32::from(steps).min(CLOSING_BONUS));
         }
@@ -222,11 +282,32 @@ mod tests {
     }
 
     #[test]
+    fn a_run_of_short_tokens_counts_by_tokens() {
+        let mut d = depth(r#"{"a":""#);
+        for _ in 0..RUNAWAY_TOKENS {
+            d.push(b"n");
+        }
+        assert_eq!(d.bonus(0, 300, &tokens()), Bonus::None, "{RUNAWAY_TOKENS} tokens of a byte: not yet");
+        d.push(b"n");
+        d.push(b"n");
+        assert_eq!(d.bonus(0, 300, &tokens()), Bonus::FirstByte(b'"', 2.0), "two tokens over, though 30 bytes are far from a runaway word");
+        d.push(b"a b");
+        assert_eq!(d.run_tokens, 1, "white space inside a token starts the count again with the text after it");
+        d.push(b" ");
+        assert_eq!(d.bonus(0, 300, &tokens()), Bonus::None);
+    }
+
+    #[test]
     fn token_texts_are_read_once() {
         let t = tokens();
         assert_eq!(t.first, b"\"]}\"}\"}x\"\"".to_vec());
         let closers: Vec<u32> = t.closers.iter().map(|&(id, _)| id).collect();
         assert_eq!(closers, vec![0, 1, 2, 3, 5, 6, 9], "`}},{{\"` opens what it closes, `\",\"` goes on");
+        assert_eq!(t.quote(), Some(0));
+        assert_eq!(t.punctuation(), &[1, 2], "`]` and `}}`: one byte each");
+        let more = JsonTokens::new([":", "\\", "\"", "ab", "-", " :"].iter().map(|p| p.as_bytes().to_vec()));
+        assert_eq!(more.punctuation(), &[0, 4], "not a backslash, a quote, letters or a spaced colon");
+        assert_eq!(more.quote(), Some(2));
         assert_eq!(Bonus::FirstByte(b'"', 2.0).of(8, &t), 2.0);
         assert_eq!(Bonus::Tokens(vec![1, 3], 12.0).of(3, &t), 12.0);
         assert_eq!(Bonus::Tokens(vec![1, 3], 12.0).of(2, &t), 0.0);

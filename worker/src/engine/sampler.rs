@@ -31,6 +31,10 @@ impl Default for SamplingParams {
     }
 }
 
+/// How many of the best allowed tokens the grammar is asked about when a string must close and the
+/// quote is not allowed yet.
+const LOOKAHEAD: usize = 16;
+
 /// What closing a JSON answer in time needs: where the answer is, its budget, and which tokens close.
 #[derive(Debug)]
 struct Closing {
@@ -87,12 +91,24 @@ impl Sampler {
 
     /// Samples among the tokens `allowed` admits. `None` when it admits none.
     pub fn sample(&mut self, logits: &[f32], allowed: impl Fn(u32) -> bool) -> Option<u32> {
+        self.sample_steered(logits, allowed, |_, _| Vec::new())
+    }
+
+    /// [`Self::sample`], and inside a JSON string that must close where the grammar does not allow
+    /// the quote yet: `reaches_quote(quote, candidates)` says which of the [`LOOKAHEAD`] best allowed
+    /// tokens let the quote follow, and those get the quote's bonus.
+    pub fn sample_steered(
+        &mut self,
+        logits: &[f32],
+        allowed: impl Fn(u32) -> bool,
+        reaches_quote: impl FnOnce(u32, &[u32]) -> Vec<u32>,
+    ) -> Option<u32> {
         self.scratch.clear();
         // Sorted by token id, as the logits are walked: one pass applies them.
         let adjustments = self.history.adjustments(&self.params.penalties);
         let mut next = adjustments.iter().peekable();
         let produced = self.produced;
-        let bonus = self.closing.as_mut().map(|c| (c.depth.bonus(produced, c.budget, &c.tokens), &c.tokens));
+        let bonus = self.closing.as_mut().map(|c| (c.depth.bonus(produced, c.budget, &c.tokens), Arc::clone(&c.tokens)));
         let bonus = bonus.filter(|(b, _)| *b != Bonus::None);
         self.scratch.extend(logits.iter().enumerate().filter_map(|(id, &logit)| {
             let mut logit = logit;
@@ -111,6 +127,14 @@ impl Sampler {
         }));
         if self.scratch.is_empty() {
             return None;
+        }
+        let in_string = self.closing.as_ref().is_some_and(|c| c.depth.in_string());
+        let blocked_quote = bonus
+            .as_ref()
+            .filter(|_| in_string)
+            .and_then(|(bonus, tokens)| tokens.quote().filter(|&q| !allowed(q)).map(|quote| (quote, bonus.strength(), Arc::clone(tokens))));
+        if let Some((quote, strength, punctuation)) = blocked_quote {
+            self.steer(quote, strength, &punctuation, reaches_quote, &allowed);
         }
         if self.params.temperature <= 0.0 {
             return self.scratch.iter().max_by(|a, b| a.1.total_cmp(&b.1)).map(|&(id, _)| id);
@@ -146,6 +170,32 @@ impl Sampler {
             target -= w;
         }
         Some(self.scratch[keep - 1].0)
+    }
+
+    /// Adds `strength` to the allowed tokens after which the grammar takes `quote`, asked of the best
+    /// ones and of the punctuation.
+    fn steer(
+        &mut self,
+        quote: u32,
+        strength: f32,
+        tokens: &JsonTokens,
+        reaches_quote: impl FnOnce(u32, &[u32]) -> Vec<u32>,
+        allowed: impl Fn(u32) -> bool,
+    ) {
+        let mut best: Vec<(u32, f32)> = self.scratch.clone();
+        if best.len() > LOOKAHEAD {
+            best.select_nth_unstable_by(LOOKAHEAD - 1, |a, b| b.1.total_cmp(&a.1));
+            best.truncate(LOOKAHEAD);
+        }
+        let mut candidates: Vec<u32> = best.iter().map(|&(id, _)| id).collect();
+        let punctuation: Vec<u32> = tokens.punctuation().iter().copied().filter(|&id| allowed(id) && !candidates.contains(&id)).collect();
+        candidates.extend(punctuation);
+        for id in reaches_quote(quote, &candidates) {
+            // The scratch is in id order.
+            if let Ok(at) = self.scratch.binary_search_by_key(&id, |&(id, _)| id) {
+                self.scratch[at].1 += strength;
+            }
+        }
     }
 }
 
@@ -212,6 +262,34 @@ mod tests {
         let mut off = Sampler::new(SamplingParams { close_json: false, ..params }).closing_json(10, tokens);
         off.record(2, br#"{"a":"x"#);
         assert_eq!(off.sample(&logits, |_| true), Some(2), "off unless asked");
+    }
+
+    #[test]
+    fn a_string_that_must_close_where_the_quote_is_not_allowed_takes_a_token_after_which_it_is() {
+        // Token 0 is `"`, 1 `:`, 2 `/`, then 20 letters the model prefers, `x` (3) most.
+        let mut pieces: Vec<Vec<u8>> = vec![b"\"".to_vec(), b":".to_vec(), b"/".to_vec()];
+        pieces.extend((b'a'..=b't').map(|b| vec![b]));
+        let tokens = Arc::new(JsonTokens::new(pieces.into_iter()));
+        let mut logits = vec![-5.0f32, -4.0, -4.0, 6.0];
+        logits.extend((0..19).map(|i| f32::from(i16::try_from(i).unwrap()) / 10.0));
+        let params = SamplingParams { temperature: 0.0, close_json: true, ..SamplingParams::default() };
+        let mut sampler = Sampler::new(params).closing_json(1000, tokens);
+        sampler.record(3, format!(r#"{{"u":"{}"#, "ab".repeat(40)).as_bytes());
+        let mut asked = Vec::new();
+        let no_quote = |id: u32| id != 0;
+        let token = sampler.sample_steered(&logits, no_quote, |quote, candidates| {
+            assert_eq!(quote, 0);
+            asked = candidates.to_vec();
+            vec![1]
+        });
+        assert_eq!(token, Some(1), "`:` lets the quote follow: it takes the runaway's bonus");
+        assert!(asked.contains(&1) && asked.contains(&2), "punctuation is asked about however low the model ranks it: {asked:?}");
+        assert!(!asked.contains(&0), "not the quote itself");
+        assert_eq!(asked.len(), LOOKAHEAD + 2, "the 16 best, and the punctuation below them");
+        let mut roomy = Sampler::new(params).closing_json(1000, Arc::new(JsonTokens::default()));
+        roomy.record(3, br#"{"u":"ab"#);
+        let token = roomy.sample_steered(&logits, no_quote, |_, _| panic!("nothing to close: the grammar is not asked"));
+        assert_eq!(token, Some(3));
     }
 
     #[test]
