@@ -9,6 +9,7 @@ use crate::config::Settings;
 use crate::engine::{self, Loaded};
 use crate::http::{self, AppState, HttpMetrics};
 use crate::model_file;
+use crate::template::ChatTemplate;
 
 /// How often the worker secret file is re-read (rotation without restarts).
 const SECRET_RELOAD: std::time::Duration = std::time::Duration::from_secs(5);
@@ -36,6 +37,7 @@ impl Application {
         let state = AppState {
             settings: Arc::new(settings),
             loaded: Arc::new(OnceLock::new()),
+            template: Arc::new(OnceLock::new()),
             metrics: Arc::new(HttpMetrics::default()),
             secrets,
             replays: Arc::default(),
@@ -69,9 +71,13 @@ impl Application {
             tokio::spawn(announcer.run());
         }
         let loaded_slot = Arc::clone(&state.loaded);
+        let template_slot = Arc::clone(&state.template);
+        let template_file = state.settings.chat_template_file.clone();
         let model_id = state.settings.model_id.clone();
         let load = async move {
             let loaded = loading.await.map_err(|_| anyhow::anyhow!("the engine thread ended while loading"))??;
+            // Set before the engine: a handler that finds the engine ready finds the template.
+            let _ = template_slot.set(ChatTemplate::load(&loaded.model, template_file.as_deref())?);
             tracing::info!(model = %model_id, slots = loaded.settings.slots, threads = loaded.settings.threads, "model ready");
             let _ = loaded_slot.set(loaded);
             // The server keeps running after the model is up.

@@ -109,7 +109,6 @@ impl Settings {
             threads: self.threads.unwrap_or_else(physical_cores),
             queue_depth: self.queue_depth,
             gpu_layers: self.gpu_layers,
-            chat_template_file: self.chat_template_file.clone(),
             prefix_cache: self.prefix_cache,
             prompt_cache_bytes: if self.prefix_cache { self.prompt_cache_mib.saturating_mul(1 << 20) } else { 0 },
             adapt_threads: self.adapt_threads,

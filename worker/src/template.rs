@@ -56,6 +56,20 @@ pub struct Thinking {
 }
 
 impl ChatTemplate {
+    /// The template in `file`, or else the model's own.
+    ///
+    /// # Errors
+    /// When `file` cannot be read, or the template does not parse.
+    pub fn load(model: &LlamaModel, file: Option<&std::path::Path>) -> anyhow::Result<Self> {
+        match file {
+            Some(path) => {
+                let source = std::fs::read_to_string(path).map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
+                Self::from_model_with(model, source)
+            }
+            None => Self::from_model(model),
+        }
+    }
+
     /// # Errors
     /// When the model's template does not parse as Jinja.
     pub fn from_model(model: &LlamaModel) -> anyhow::Result<Self> {

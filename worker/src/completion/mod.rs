@@ -18,6 +18,7 @@ use crate::constraint::{Compiled, ConstraintSpec, OutputValidator};
 use crate::engine::receipt::ReceiptWriter;
 use crate::engine::{ChoiceEvent, Job, Loaded, SamplingParams};
 use crate::error::ApiError;
+use crate::template::ChatTemplate;
 use crate::tools::markers::Markers;
 use crate::tools::{grammar, Choice, ToolFormat, ToolRequest};
 
@@ -37,6 +38,8 @@ pub struct Prepared {
     pub answer_validator: Option<Arc<OutputValidator>>,
     /// With `logprobs: true`: how many alternatives each token lists.
     pub logprobs: Option<usize>,
+    /// Control tokens the answer keeps as text (the template's call markers).
+    pub kept: Arc<[u32]>,
 }
 
 impl Prepared {
@@ -74,6 +77,7 @@ impl Prepared {
             priority,
             receipt: receipt.map(Arc::new),
             logprobs: self.logprobs,
+            kept: self.kept,
         };
         loaded.jobs.push(priority, cache_scope, job).map_err(|_| ApiError::Overloaded)?;
         Ok(receiver)
@@ -89,6 +93,7 @@ const MAX_STOP_SEQUENCES: usize = 4;
 pub async fn prepare(
     request: &ChatCompletionRequest,
     loaded: &Arc<Loaded>,
+    template: &ChatTemplate,
     scope: &CacheScope,
     model_id: &str,
     default_max_tokens: u32,
@@ -101,9 +106,9 @@ pub async fn prepare(
         request.tools.as_deref(),
         request.tool_choice.as_ref(),
         request.parallel_tool_calls,
-        loaded.template.tool_format,
+        template.tool_format,
     )?;
-    if tools.is_some() && !loaded.template.from_model {
+    if tools.is_some() && !template.from_model {
         return Err(ApiError::InvalidRequest {
             message: "this model has no chat template, so it cannot be offered tools".into(),
             param: Some("tools"),
@@ -113,7 +118,7 @@ pub async fn prepare(
     if request.stream_options.is_some() && !request.stream {
         return Err(ApiError::invalid("stream_options is only allowed when stream is true", "stream_options"));
     }
-    let logprobs = logprobs(request, tools.as_ref(), loaded.template.tool_format)?;
+    let logprobs = logprobs(request, tools.as_ref(), template.tool_format)?;
     // Constrained JSON answers get the repetition guard and the closing bonus by default: that is where
     // small models loop. Tool calls are such JSON too, whenever the grammar holds the answer to JSON from
     // its first token.
@@ -125,20 +130,19 @@ pub async fn prepare(
         return Err(ApiError::invalid("stop takes up to 4 non-empty strings", "stop"));
     }
     let (spec, answer_validator) = match &tools {
-        Some(tools) => tool_constraint(request, tools, &loaded.template.markers)?,
+        Some(tools) => tool_constraint(request, tools, &template.markers)?,
         None => (constraint_spec(request)?, None),
     };
 
     // With tools the tool grammar decides (`auto` is lazy: the model may think before calling).
     let json_answer = matches!(request.response_format, Some(ResponseFormat::JsonSchema { .. } | ResponseFormat::JsonObject));
     let constrained = tools.is_none() && (json_answer || request.grammar.is_some());
-    let thinking = reasoning::thinking(request, &loaded.template, constrained)?;
+    let thinking = reasoning::thinking(request, template, constrained)?;
     let tool_json = tools.as_ref().filter(|t| t.format.renders_tools()).map(|t| t.openai_json());
-    let rendered = loaded
-        .template
+    let rendered = template
         .render(&messages::for_template(&request.messages, tools.as_ref())?, tool_json.as_deref(), &thinking)
         .map_err(|e| ApiError::InvalidRequest { message: e.to_string(), param: Some("messages"), code: "invalid_messages" })?;
-    let prompt = tokenize(loaded, &rendered);
+    let prompt = tokenize(loaded, template, &rendered);
     let max_tokens = max_tokens(request, prompt.len(), loaded.settings.ctx_per_slot, default_max_tokens)?;
 
     let constraint = match spec {
@@ -155,13 +159,14 @@ pub async fn prepare(
     // Under `tool_choice: none` the tools were only described: the answer is read as plain text, or, from
     // a model that writes channels, for its final channel.
     let (tools, answer_validator) = match tools.filter(|t| t.choice != Choice::None) {
-        None if loaded.template.tool_format == ToolFormat::Harmony => {
+        None if template.tool_format == ToolFormat::Harmony => {
             let validator = answer_validator.or_else(|| constraint.as_ref().and_then(|c| c.validator()));
             (Some(ToolRequest::reading(ToolFormat::Harmony)), validator)
         }
         tools => (tools, answer_validator),
     };
-    Ok(Prepared { prompt, choices, max_tokens, sampling, stop, constraint, tools: tools.map(Arc::new), answer_validator, logprobs })
+    let kept = template.markers.kept().into();
+    Ok(Prepared { prompt, choices, max_tokens, sampling, stop, constraint, tools: tools.map(Arc::new), answer_validator, logprobs, kept })
 }
 
 /// `n`: how many answers, at least one and at most the sequences the engine runs (they are decoded
@@ -278,10 +283,10 @@ fn constraint_spec(request: &ChatCompletionRequest) -> Result<Option<Spec>, ApiE
     }
 }
 
-fn tokenize(loaded: &Loaded, prompt: &str) -> Vec<llama_cpp_2::token::LlamaToken> {
+fn tokenize(loaded: &Loaded, template: &ChatTemplate, prompt: &str) -> Vec<llama_cpp_2::token::LlamaToken> {
     let vocab = loaded.model.vocab();
     // Templates that write the BOS token themselves must not get a second one.
-    let bos = loaded.template.bos_token();
+    let bos = template.bos_token();
     let add_bos = vocab.should_add_bos() && (bos.is_empty() || !prompt.starts_with(bos));
     vocab.tokenize(prompt.as_bytes(), add_bos, true)
 }

@@ -19,7 +19,6 @@ use super::scheduler::Scheduler;
 use super::threads::Governor;
 use super::{EngineStats, Job};
 use crate::constraint::ConstraintCompiler;
-use crate::template::ChatTemplate;
 
 #[derive(Debug, Clone)]
 pub struct LoadSettings {
@@ -30,7 +29,6 @@ pub struct LoadSettings {
     pub threads: u32,
     pub queue_depth: usize,
     pub gpu_layers: u32,
-    pub chat_template_file: Option<PathBuf>,
     /// Keep finished requests' KV caches for prompts that share their prefix.
     pub prefix_cache: bool,
     /// Host memory for sequences' KV caches saved beyond the sequences (`saved.rs`); 0: none.
@@ -41,12 +39,11 @@ pub struct LoadSettings {
     pub draft_max: usize,
 }
 
-/// Everything the HTTP side needs once the model is up.
+/// The engine once the model is up: the model, its constraint compiler, the queue jobs go to.
 #[derive(Debug)]
 pub struct Loaded {
     pub model: Arc<LlamaModel>,
     pub compiler: Arc<ConstraintCompiler>,
-    pub template: ChatTemplate,
     pub jobs: Arc<JobQueue<Job>>,
     pub stats: Arc<EngineStats>,
     pub settings: LoadSettings,
@@ -98,7 +95,6 @@ pub fn load(settings: LoadSettings) -> oneshot::Receiver<anyhow::Result<Arc<Load
             }
         };
         let stats = Arc::clone(&loaded.stats);
-        let kept = loaded.template.markers.kept().into();
         if ready_tx.send(Ok(loaded)).is_err() {
             return;
         }
@@ -118,7 +114,6 @@ pub fn load(settings: LoadSettings) -> oneshot::Receiver<anyhow::Result<Arc<Load
             batch: LlamaBatch::new(batch_size, i32::try_from(settings.slots).unwrap_or(1)),
             batch_size,
             json_tokens: json_tokens(&model),
-            kept,
             threads,
             stashed: None,
         }
@@ -148,13 +143,6 @@ fn load_model(settings: &LoadSettings) -> anyhow::Result<Arc<LlamaModel>> {
 type Started<'m> = (llama_cpp_2::context::LlamaContext<'m>, Arc<Loaded>, Arc<JobQueue<Job>>);
 
 fn start<'m>(model: &'m Arc<LlamaModel>, settings: &LoadSettings) -> anyhow::Result<Started<'m>> {
-    let template = match &settings.chat_template_file {
-        Some(path) => {
-            let source = std::fs::read_to_string(path).map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
-            ChatTemplate::from_model_with(model, source)?
-        }
-        None => ChatTemplate::from_model(model)?,
-    };
     let compiler = ConstraintCompiler::new(Arc::clone(model), settings.ctx_per_slot)?;
     let threads = i32::try_from(settings.threads).unwrap_or(1);
     // Each sequence gets its own `ctx_per_slot` cells: llama.cpp splits n_ctx evenly across n_seq_max
@@ -171,7 +159,6 @@ fn start<'m>(model: &'m Arc<LlamaModel>, settings: &LoadSettings) -> anyhow::Res
     let loaded = Arc::new(Loaded {
         model: Arc::clone(model),
         compiler: Arc::new(compiler),
-        template,
         jobs: Arc::clone(&jobs),
         stats: Arc::new(EngineStats::default()),
         settings: settings.clone(),

@@ -59,6 +59,9 @@ pub struct Job {
     pub receipt: Option<Arc<receipt::ReceiptWriter>>,
     /// With `logprobs: true`: how many alternatives each token lists (`logprobs.rs`).
     pub logprobs: Option<usize>,
+    /// Control tokens the answer keeps as text, by id: its call format's markers, which the model's chat
+    /// template names.
+    pub kept: Arc<[u32]>,
 }
 
 impl Job {
@@ -81,6 +84,7 @@ impl Job {
             priority: self.priority,
             receipt: self.receipt.clone(),
             logprobs: self.logprobs,
+            kept: Arc::clone(&self.kept),
         }
     }
 }
@@ -250,6 +254,7 @@ mod tests {
             priority: Priority::default(),
             receipt: None,
             logprobs: Some(2),
+            kept: Arc::from([7]),
         };
         let seeds: Vec<u64> = (1..3).map(|choice| request.sibling(choice).sampling.seed).collect();
         assert_eq!(seeds, [u64::MAX, 0], "seed + choice, wrapping");
@@ -259,5 +264,6 @@ mod tests {
         assert_eq!(second.sampling, SamplingParams { seed: u64::MAX, ..request.sampling });
         assert_eq!((second.max_tokens, &second.stop, second.logprobs), (16, &request.stop, Some(2)));
         assert!(second.events.same_channel(&request.events), "every answer's events reach the one request");
+        assert_eq!(&*second.kept, &[7], "and keep the same control tokens as text");
     }
 }

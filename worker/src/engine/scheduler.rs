@@ -47,8 +47,6 @@ pub(super) struct Scheduler<'m> {
     pub json_tokens: Arc<JsonTokens>,
     /// One thread or all of them, by what other processes leave us (`threads.rs`).
     pub threads: Governor,
-    /// Control tokens an answer keeps as text: its call format's markers (`tools::markers`).
-    pub kept: Arc<[u32]>,
     /// A request of several answers that waits for enough free sequences (`admission.rs`).
     pub stashed: Option<Job>,
 }
@@ -225,9 +223,9 @@ impl Scheduler<'_> {
 
     fn sample_one(&mut self, index: usize, at: i32) -> Step {
         let model = self.model;
-        let kept = Arc::clone(&self.kept);
         let logits = self.ctx.get_logits_ith(at);
         let Some(active) = self.slots[index].as_mut() else { return Step::Continue };
+        let kept = Arc::clone(&active.job.kept);
         if let Some(reason) = active.ending {
             // The decode that scored the last forced tokens: the answer was already complete.
             return Step::Finish(reason);
@@ -327,8 +325,9 @@ impl Scheduler<'_> {
     /// Scores the forced tokens whose logits the decode just computed, in `rows` (first, count).
     fn score_forced(&mut self, index: usize, (first, count): (i32, usize)) {
         let model = self.model;
-        let kept = Arc::clone(&self.kept);
-        let Some(scores) = self.slots[index].as_mut().and_then(|a| a.logprobs.as_mut()) else { return };
+        let Some(active) = self.slots[index].as_mut() else { return };
+        let kept = Arc::clone(&active.job.kept);
+        let Some(scores) = active.logprobs.as_mut() else { return };
         for row in 0..count {
             let Some((token, mask)) = scores.awaiting.pop_front() else { break };
             let logits = self.ctx.get_logits_ith(first + i32::try_from(row).unwrap_or(i32::MAX));

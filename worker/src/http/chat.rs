@@ -52,8 +52,8 @@ async fn handle(state: &AppState, headers: &HeaderMap, body: Result<Bytes, Bytes
         _ => ApiError::InvalidJson(rejection.body_text()),
     })?;
     let request: ChatCompletionRequest = serde_json::from_slice(&body).map_err(|e| ApiError::InvalidJson(e.to_string()))?;
-    let loaded = state.ready()?;
-    let prepared = completion::prepare(&request, loaded, &scope, &state.settings.model_id, state.settings.default_max_tokens)
+    let (loaded, template) = state.ready()?;
+    let prepared = completion::prepare(&request, loaded, template, &scope, &state.settings.model_id, state.settings.default_max_tokens)
         .instrument(tracing::info_span!("prepare"))
         .await;
     let prepared = prepared.inspect_err(|e| state.metrics.record_refusal(e))?;

@@ -11,7 +11,7 @@ use serde_json::json;
 use super::AppState;
 
 pub(super) async fn health(State(state): State<AppState>) -> Response {
-    let Some(loaded) = state.loaded.get() else {
+    let Ok((loaded, template)) = state.ready() else {
         return (StatusCode::SERVICE_UNAVAILABLE, Json(json!({"status": "loading", "model": state.settings.model_id}))).into_response();
     };
     let settings = &loaded.settings;
@@ -24,9 +24,9 @@ pub(super) async fn health(State(state): State<AppState>) -> Response {
         "queue_depth": loaded.queue_depth(),
         "queue_capacity": loaded.jobs.capacity(),
         "threads": settings.threads,
-        "chat_template": loaded.template.from_model,
-        "supports_tools": loaded.template.supports_tools,
-        "tool_format": loaded.template.tool_format.name(),
+        "chat_template": template.from_model,
+        "supports_tools": template.supports_tools,
+        "tool_format": template.tool_format.name(),
     }))
     .into_response()
 }

@@ -23,12 +23,16 @@ use crate::config::Settings;
 use crate::engine::receipt::Receipts;
 use crate::engine::Loaded;
 use crate::error::ApiError;
+use crate::template::ChatTemplate;
 
-/// Shared by every handler. `loaded` is empty while the model loads.
+/// Shared by every handler. `loaded` and `template` are empty while the model loads (the template is set
+/// first).
 #[derive(Debug, Clone)]
 pub struct AppState {
     pub settings: Arc<Settings>,
     pub loaded: Arc<OnceLock<Arc<Loaded>>>,
+    /// The model's chat template (or `--chat-template-file`), read once the model is up.
+    pub template: Arc<OnceLock<ChatTemplate>>,
     pub metrics: Arc<HttpMetrics>,
     /// Who may ask for inference: the gateways, proven by a signature under the fleet's secret.
     pub secrets: WorkerSecrets,
@@ -41,8 +45,8 @@ pub struct AppState {
 impl AppState {
     /// # Errors
     /// [`ApiError::Loading`] until the model is up.
-    pub fn ready(&self) -> Result<&Arc<Loaded>, ApiError> {
-        self.loaded.get().ok_or(ApiError::Loading)
+    pub fn ready(&self) -> Result<(&Arc<Loaded>, &ChatTemplate), ApiError> {
+        self.loaded.get().zip(self.template.get()).ok_or(ApiError::Loading)
     }
 }
 
