@@ -95,8 +95,9 @@ impl Sampler {
     }
 
     /// [`Self::sample`], and inside a JSON string that must close where the grammar does not allow
-    /// the quote yet: `reaches_quote(quote, candidates)` says which of the [`LOOKAHEAD`] best allowed
-    /// tokens let the quote follow, and those get the quote's bonus.
+    /// the quote yet: `reaches_quote(quote, candidates)` says which of the candidates (the
+    /// [`LOOKAHEAD`] best allowed tokens and the allowed one-byte punctuation) let the quote follow, and
+    /// those get the quote's bonus.
     pub fn sample_steered(
         &mut self,
         logits: &[f32],
@@ -133,8 +134,8 @@ impl Sampler {
             .as_ref()
             .filter(|_| in_string)
             .and_then(|(bonus, tokens)| tokens.quote().filter(|&q| !allowed(q)).map(|quote| (quote, bonus.strength(), Arc::clone(tokens))));
-        if let Some((quote, strength, punctuation)) = blocked_quote {
-            self.steer(quote, strength, &punctuation, reaches_quote, &allowed);
+        if let Some((quote, strength, tokens)) = blocked_quote {
+            self.steer(quote, strength, &tokens, reaches_quote, &allowed);
         }
         if self.params.temperature <= 0.0 {
             return self.scratch.iter().max_by(|a, b| a.1.total_cmp(&b.1)).map(|&(id, _)| id);
