@@ -72,15 +72,13 @@ impl JsonTokens {
             let text: Vec<u8> = piece.iter().copied().filter(|b| !b.is_ascii_whitespace()).collect();
             tokens.first.push(text.first().copied().unwrap_or(0));
             let closes = !text.is_empty() && text.iter().enumerate().all(|(i, &b)| matches!(b, b']' | b'}') || (b == b'"' && i == 0));
-            if let ([b], Ok(id)) = (piece.as_slice(), u32::try_from(id)) {
-                if b.is_ascii_punctuation() && !matches!(b, b'"' | b'\\') {
-                    tokens.punctuation.push(id);
-                }
+            let Ok(id) = u32::try_from(id) else { continue };
+            match piece.as_slice() {
+                [b'"'] => tokens.quote = Some(id),
+                [b] if b.is_ascii_punctuation() && *b != b'\\' => tokens.punctuation.push(id),
+                _ => {}
             }
-            if let (true, Ok(id)) = (closes, u32::try_from(id)) {
-                if piece == b"\"" {
-                    tokens.quote = Some(id);
-                }
+            if closes {
                 tokens.closers.push((id, text.into()));
             }
         }

@@ -130,12 +130,10 @@ impl Sampler {
             return None;
         }
         let in_string = self.closing.as_ref().is_some_and(|c| c.depth.in_string());
-        let blocked_quote = bonus
-            .as_ref()
-            .filter(|_| in_string)
-            .and_then(|(bonus, tokens)| tokens.quote().filter(|&q| !allowed(q)).map(|quote| (quote, bonus.strength(), Arc::clone(tokens))));
-        if let Some((quote, strength, tokens)) = blocked_quote {
-            self.steer(quote, strength, &tokens, reaches_quote, &allowed);
+        if let Some((bonus, tokens)) = bonus.filter(|_| in_string) {
+            if let Some(quote) = tokens.quote().filter(|&q| !allowed(q)) {
+                self.steer(quote, bonus.strength(), &tokens, reaches_quote, &allowed);
+            }
         }
         if self.params.temperature <= 0.0 {
             return self.scratch.iter().max_by(|a, b| a.1.total_cmp(&b.1)).map(|&(id, _)| id);
