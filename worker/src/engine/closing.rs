@@ -20,7 +20,9 @@
 //!
 //! Where the grammar does not allow the quote yet (a `format: uri` still in its scheme, a `pattern`
 //! whose tail has not come), the scheduler asks the grammar which of the best allowed tokens would let
-//! the quote follow (`Sampler::sample_steered`), and those get the quote's bonus.
+//! the quote follow (`Sampler::sample_steered`), and those get the quote's bonus; when none does, the
+//! answer is steered along a tail of several one-byte tokens that ends where the quote may follow
+//! (`tail.rs`: `"1257"` under `^[0-9]+-[0-9]+-[0-9]+$` ends as `"1257-0-0"`).
 //!
 //! A closed answer is shorter than the model would have written, but it is complete and valid, where the
 //! cut one was neither.
@@ -61,6 +63,10 @@ pub struct JsonTokens {
     /// `/`, …): what a `format` or a `pattern` often needs before a string may close, whether or not
     /// the model ranks them high.
     punctuation: Vec<u32>,
+    /// Tokens of one printable ASCII byte other than a quote, a backslash or a space: the punctuation,
+    /// then the digits, the small letters and the capitals. What a tail that lets a string close is
+    /// walked over (`tail.rs`).
+    alphabet: Vec<u32>,
 }
 
 impl JsonTokens {
@@ -68,6 +74,7 @@ impl JsonTokens {
     #[must_use]
     pub fn new(pieces: impl Iterator<Item = Vec<u8>>) -> Self {
         let mut tokens = Self::default();
+        let (mut digits, mut small, mut capitals) = (Vec::new(), Vec::new(), Vec::new());
         for (id, piece) in pieces.enumerate() {
             let text: Vec<u8> = piece.iter().copied().filter(|b| !b.is_ascii_whitespace()).collect();
             tokens.first.push(text.first().copied().unwrap_or(0));
@@ -76,12 +83,16 @@ impl JsonTokens {
             match piece.as_slice() {
                 [b'"'] => tokens.quote = Some(id),
                 [b] if b.is_ascii_punctuation() && *b != b'\\' => tokens.punctuation.push(id),
+                [b] if b.is_ascii_digit() => digits.push(id),
+                [b] if b.is_ascii_lowercase() => small.push(id),
+                [b] if b.is_ascii_uppercase() => capitals.push(id),
                 _ => {}
             }
             if closes {
                 tokens.closers.push((id, text.into()));
             }
         }
+        tokens.alphabet = [tokens.punctuation.as_slice(), &digits, &small, &capitals].concat();
         tokens
     }
 
@@ -93,6 +104,11 @@ impl JsonTokens {
     /// The tokens of one punctuation byte (see the field).
     pub fn punctuation(&self) -> &[u32] {
         &self.punctuation
+    }
+
+    /// The tokens of one byte a tail is walked over, in order of preference (see the field).
+    pub fn alphabet(&self) -> &[u32] {
+        &self.alphabet
     }
 }
 
@@ -306,6 +322,8 @@ mod tests {
         let more = JsonTokens::new([":", "\\", "\"", "ab", "-", " :"].iter().map(|p| p.as_bytes().to_vec()));
         assert_eq!(more.punctuation(), &[0, 4], "not a backslash, a quote, letters or a spaced colon");
         assert_eq!(more.quote(), Some(2));
+        let mixed = JsonTokens::new(["a", "7", "Z", "-", "ab", " ", "\"", "/"].iter().map(|p| p.as_bytes().to_vec()));
+        assert_eq!(mixed.alphabet(), &[3, 7, 1, 0, 2], "punctuation, digits, small letters, capitals; one byte each, no quote or space");
         assert_eq!(Bonus::FirstByte(b'"', 2.0).of(8, &t), 2.0);
         assert_eq!(Bonus::Tokens(vec![1, 3], 12.0).of(3, &t), 12.0);
         assert_eq!(Bonus::Tokens(vec![1, 3], 12.0).of(2, &t), 0.0);

@@ -16,6 +16,7 @@ mod sampler;
 mod saved;
 mod scheduler;
 mod slot;
+mod tail;
 mod text;
 mod threads;
 

@@ -13,6 +13,7 @@ use rand::{Rng, SeedableRng};
 
 use super::closing::{Bonus, JsonDepth, JsonTokens};
 use super::repetition::{History, Penalties};
+use super::tail::tail_to_quote;
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct SamplingParams {
@@ -35,12 +36,20 @@ impl Default for SamplingParams {
 /// quote is not allowed yet.
 const LOOKAHEAD: usize = 16;
 
+/// The grammar trials one answer may spend walking tails to a string's end (`tail.rs`): a walk of a
+/// dozen bytes over the alphabet takes about 2,500.
+const TAIL_TRIALS: usize = 6_000;
+
 /// What closing a JSON answer in time needs: where the answer is, its budget, and which tokens close.
 #[derive(Debug)]
 struct Closing {
     depth: JsonDepth,
     budget: usize,
     tokens: Arc<JsonTokens>,
+    /// The rest of a tail found to let the open string close, while the answer follows it.
+    tail: Vec<u32>,
+    /// Grammar trials left for finding tails.
+    trials: usize,
 }
 
 #[derive(Debug)]
@@ -72,7 +81,8 @@ impl Sampler {
     #[must_use]
     pub fn closing_json(mut self, budget: u32, tokens: Arc<JsonTokens>) -> Self {
         if self.params.close_json {
-            self.closing = Some(Closing { depth: JsonDepth::default(), budget: budget as usize, tokens });
+            self.closing =
+                Some(Closing { depth: JsonDepth::default(), budget: budget as usize, tokens, tail: Vec::new(), trials: TAIL_TRIALS });
         }
         self
     }
@@ -86,24 +96,27 @@ impl Sampler {
         }
         if let Some(closing) = &mut self.closing {
             closing.depth.push(piece);
+            if closing.tail.first() == Some(&token) {
+                closing.tail.remove(0);
+            } else {
+                closing.tail.clear();
+            }
         }
     }
 
     /// Samples among the tokens `allowed` admits. `None` when it admits none.
     pub fn sample(&mut self, logits: &[f32], allowed: impl Fn(u32) -> bool) -> Option<u32> {
-        self.sample_steered(logits, allowed, |_, _| Vec::new())
+        self.sample_steered(logits, allowed, |_| 0)
     }
 
     /// [`Self::sample`], and inside a JSON string that must close where the grammar does not allow
-    /// the quote yet: `reaches_quote(quote, candidates)` says which of the candidates (the
-    /// [`LOOKAHEAD`] best allowed tokens and the allowed one-byte punctuation) let the quote follow, and
-    /// those get the quote's bonus.
-    pub fn sample_steered(
-        &mut self,
-        logits: &[f32],
-        allowed: impl Fn(u32) -> bool,
-        reaches_quote: impl FnOnce(u32, &[u32]) -> Vec<u32>,
-    ) -> Option<u32> {
+    /// the quote yet, steered towards a token after which it does. `accepts(tokens)` is a trial of the
+    /// grammar: how many of the tokens, in order, it would take from here. Asked first of the
+    /// [`LOOKAHEAD`] best allowed tokens and the allowed one-byte punctuation, each followed by the
+    /// quote; those that let it follow get the quote's bonus. When none does, the first token of a
+    /// longer tail of one-byte tokens (`tail.rs`) gets it, and the tail is followed while the answer
+    /// takes it.
+    pub fn sample_steered(&mut self, logits: &[f32], allowed: impl Fn(u32) -> bool, accepts: impl FnMut(&[u32]) -> usize) -> Option<u32> {
         self.scratch.clear();
         // Sorted by token id, as the logits are walked: one pass applies them.
         let adjustments = self.history.adjustments(&self.params.penalties);
@@ -132,7 +145,7 @@ impl Sampler {
         let in_string = self.closing.as_ref().is_some_and(|c| c.depth.in_string());
         if let Some((bonus, tokens)) = bonus.filter(|_| in_string) {
             if let Some(quote) = tokens.quote().filter(|&q| !allowed(q)) {
-                self.steer(quote, bonus.strength(), &tokens, reaches_quote, &allowed);
+                self.steer(quote, bonus.strength(), &tokens, accepts, &allowed);
             }
         }
         if self.params.temperature <= 0.0 {
@@ -172,13 +185,13 @@ impl Sampler {
     }
 
     /// Adds `strength` to the allowed tokens after which the grammar takes `quote`, asked of the best
-    /// ones and of the punctuation.
+    /// ones and of the punctuation; failing those, to the first token of a tail that reaches it.
     fn steer(
         &mut self,
         quote: u32,
         strength: f32,
         tokens: &JsonTokens,
-        reaches_quote: impl FnOnce(u32, &[u32]) -> Vec<u32>,
+        mut accepts: impl FnMut(&[u32]) -> usize,
         allowed: impl Fn(u32) -> bool,
     ) {
         let mut best: Vec<(u32, f32)> = self.scratch.clone();
@@ -189,12 +202,32 @@ impl Sampler {
         let mut candidates: Vec<u32> = best.iter().map(|&(id, _)| id).collect();
         let punctuation: Vec<u32> = tokens.punctuation().iter().copied().filter(|&id| allowed(id) && !candidates.contains(&id)).collect();
         candidates.extend(punctuation);
-        for id in reaches_quote(quote, &candidates) {
+        let mut favoured: Vec<u32> = candidates.into_iter().filter(|&t| accepts(&[t, quote]) == 2).collect();
+        if favoured.is_empty() {
+            favoured.extend(self.tail_step(quote, tokens, accepts));
+        }
+        for id in favoured {
             // The scratch is in id order.
             if let Ok(at) = self.scratch.binary_search_by_key(&id, |&(id, _)| id) {
                 self.scratch[at].1 += strength;
             }
         }
+    }
+
+    /// The next token of a tail after which the grammar takes `quote`: the rest of the one the answer
+    /// follows while it still reaches the quote, else a new one while the answer has trials left.
+    fn tail_step(&mut self, quote: u32, tokens: &JsonTokens, mut accepts: impl FnMut(&[u32]) -> usize) -> Option<u32> {
+        let closing = self.closing.as_mut()?;
+        if !closing.tail.is_empty() {
+            let mut trial = closing.tail.clone();
+            trial.push(quote);
+            if accepts(&trial) == trial.len() {
+                return closing.tail.first().copied();
+            }
+            closing.tail.clear();
+        }
+        closing.tail = tail_to_quote(accepts, quote, tokens.alphabet(), &mut closing.trials)?;
+        closing.tail.first().copied()
     }
 }
 
@@ -263,9 +296,9 @@ mod tests {
         assert_eq!(off.sample(&logits, |_| true), Some(2), "off unless asked");
     }
 
-    #[test]
-    fn a_string_that_must_close_where_the_quote_is_not_allowed_takes_a_token_after_which_it_is() {
-        // Token 0 is `"`, 1 `:`, 2 `/`, then 20 letters the model prefers, `x` (3) most.
+    /// A greedy sampler 80 bytes into a string, and logits over token 0 `"`, 1 `:`, 2 `/`, then 20
+    /// letters the model prefers, `a` (3) most.
+    fn in_a_runaway_string() -> (Vec<f32>, SamplingParams, Sampler) {
         let mut pieces: Vec<Vec<u8>> = vec![b"\"".to_vec(), b":".to_vec(), b"/".to_vec()];
         pieces.extend((b'a'..=b't').map(|b| vec![b]));
         let tokens = Arc::new(JsonTokens::new(pieces.into_iter()));
@@ -274,12 +307,23 @@ mod tests {
         let params = SamplingParams { temperature: 0.0, close_json: true, ..SamplingParams::default() };
         let mut sampler = Sampler::new(params).closing_json(1000, tokens);
         sampler.record(3, format!(r#"{{"u":"{}"#, "ab".repeat(40)).as_bytes());
+        (logits, params, sampler)
+    }
+
+    #[test]
+    fn a_string_that_must_close_where_the_quote_is_not_allowed_takes_a_token_after_which_it_is() {
+        let (logits, params, mut sampler) = in_a_runaway_string();
         let mut asked = Vec::new();
         let no_quote = |id: u32| id != 0;
-        let token = sampler.sample_steered(&logits, no_quote, |quote, candidates| {
-            assert_eq!(quote, 0);
-            asked = candidates.to_vec();
-            vec![1]
+        let token = sampler.sample_steered(&logits, no_quote, |trial: &[u32]| {
+            assert_eq!(trial.len(), 2);
+            assert_eq!(trial[1], 0, "each candidate is tried with the quote after it");
+            asked.push(trial[0]);
+            if trial[0] == 1 {
+                2
+            } else {
+                1
+            }
         });
         assert_eq!(token, Some(1), "`:` lets the quote follow: it takes the runaway's bonus");
         assert!(asked.contains(&1) && asked.contains(&2), "punctuation is asked about however low the model ranks it: {asked:?}");
@@ -287,8 +331,36 @@ mod tests {
         assert_eq!(asked.len(), LOOKAHEAD + 2, "the 16 best, and the punctuation below them");
         let mut roomy = Sampler::new(params).closing_json(1000, Arc::new(JsonTokens::default()));
         roomy.record(3, br#"{"u":"ab"#);
-        let token = roomy.sample_steered(&logits, no_quote, |_, _| panic!("nothing to close: the grammar is not asked"));
+        let token = roomy.sample_steered(&logits, no_quote, |_| panic!("nothing to close: the grammar is not asked"));
         assert_eq!(token, Some(3));
+    }
+
+    #[test]
+    fn a_string_that_closes_only_after_a_tail_of_several_bytes_is_steered_along_it() {
+        // The grammar: a `:` only right after a `/`, and the quote only right after `/:`.
+        let (logits, _, mut sampler) = in_a_runaway_string();
+        // 0: after a letter, 1: after `/`, 2: after `/:`.
+        let step = |state: u8, token: u32| match (state, token) {
+            (2, 0) => Some(3),
+            (1, 1) => Some(2),
+            (_, 2) => Some(1),
+            (_, 3..) => Some(0),
+            _ => None,
+        };
+        let mut state = 0;
+        let mut chosen = Vec::new();
+        for _ in 0..3 {
+            let accepts = |trial: &[u32]| {
+                let mut s = state;
+                trial.iter().take_while(|&&t| step(s, t).map(|next| s = next).is_some()).count()
+            };
+            let allowed = |id: u32| step(state, id).is_some();
+            let token = sampler.sample_steered(&logits, allowed, accepts).unwrap();
+            state = step(state, token).unwrap();
+            sampler.record(token, if token == 0 { b"\"" } else { b"x" });
+            chosen.push(token);
+        }
+        assert_eq!(chosen, vec![2, 1, 0], "`/`, then `:`, then the quote, though the model prefers `a` throughout");
     }
 
     #[test]

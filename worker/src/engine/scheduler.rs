@@ -419,11 +419,9 @@ fn pick(active: &mut Active, logits: &[f32]) -> Result<(LlamaToken, Option<Score
         }
         Some(ActiveConstraint::Llguidance(matcher)) => {
             let mask = matcher.compute_mask_or_eos().map_err(|e| EngineFailure::Constraint(e.to_string()))?;
-            // Which candidates let the quote follow: a trial of two tokens, which the matcher undoes.
-            let reaches_quote = |quote: u32, candidates: &[u32]| {
-                candidates.iter().copied().filter(|&t| matcher.validate_tokens(&[t, quote]).is_ok_and(|n| n == 2)).collect()
-            };
-            let token = active.sampler.sample_steered(logits, |id| mask.is_allowed(id), reaches_quote).ok_or_else(no_token)?;
+            // Trials of the tokens a string could close after, which the matcher undoes.
+            let accepts = |tokens: &[u32]| matcher.validate_tokens(tokens).unwrap_or(0);
+            let token = active.sampler.sample_steered(logits, |id| mask.is_allowed(id), accepts).ok_or_else(no_token)?;
             (token, top.map(|top| logprobs::score(logits, &Allowed::Mask(&mask), token, top)))
         }
         Some(ActiveConstraint::Gbnf(grammar)) => {
