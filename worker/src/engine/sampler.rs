@@ -46,7 +46,8 @@ struct Closing {
     depth: JsonDepth,
     budget: usize,
     tokens: Arc<JsonTokens>,
-    /// The rest of a tail found to let the open string close, while the answer follows it.
+    /// The rest of a tail found to let the open string close: tried again (one trial) at each step
+    /// until the string closes or the tail no longer reaches the quote.
     tail: Vec<u32>,
     /// Grammar trials left for finding tails.
     trials: usize,
@@ -96,10 +97,12 @@ impl Sampler {
         }
         if let Some(closing) = &mut self.closing {
             closing.depth.push(piece);
-            if closing.tail.first() == Some(&token) {
-                closing.tail.remove(0);
-            } else {
+            // A token off the tail leaves it to be tried again from where the answer is now (another
+            // letter of a name leaves the way out of it as it was).
+            if !closing.depth.in_string() {
                 closing.tail.clear();
+            } else if closing.tail.first() == Some(&token) {
+                closing.tail.remove(0);
             }
         }
     }
@@ -194,9 +197,14 @@ impl Sampler {
         mut accepts: impl FnMut(&[u32]) -> usize,
         allowed: impl Fn(u32) -> bool,
     ) {
-        let mut best: Vec<(u32, f32)> = self.scratch.clone();
-        if best.len() > LOOKAHEAD {
-            best.select_nth_unstable_by(LOOKAHEAD - 1, |a, b| b.1.total_cmp(&a.1));
+        // The best allowed, kept in descending order as the scratch is read: no copy of the whole step.
+        let mut best: Vec<(u32, f32)> = Vec::with_capacity(LOOKAHEAD + 1);
+        for &(id, logit) in &self.scratch {
+            if best.len() == LOOKAHEAD && best.last().is_some_and(|&(_, worst)| logit <= worst) {
+                continue;
+            }
+            let at = best.partition_point(|&(_, l)| l >= logit);
+            best.insert(at, (id, logit));
             best.truncate(LOOKAHEAD);
         }
         let mut candidates: Vec<u32> = best.iter().map(|&(id, _)| id).collect();
