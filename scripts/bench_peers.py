@@ -3,6 +3,7 @@
 
     bench_peers.py constrained --url URL --engine NAME --request invoice|form|story --concurrency N --rounds R \
         --max-tokens M --out FILE.json
+    bench_peers.py evicted --url URL --engine NAME --out FILE.json   # a shared prompt: cold, warm, evicted
     bench_peers.py cpu PID...            # prints CPU seconds (utime+stime) of the PIDs and all their descendants
     bench_peers.py report DIR            # markdown tables from DIR/*.json
 
@@ -130,6 +131,36 @@ def story_request(n: int, max_tokens: int) -> tuple[dict, dict]:
         "temperature": 0,
         "max_tokens": max_tokens,
         "response_format": {"type": "json_schema", "json_schema": {"name": "story", "schema": STORY_SCHEMA}},
+    }
+    return body, {}
+
+
+# A long system prompt shared by a tenant's requests (a billing handbook of numbered clauses, about 1,500
+# tokens), and eight other long prompts that take every slot of both engines after it.
+def handbook(team: int) -> str:
+    topics = ["invoice numbers", "due dates", "currencies", "totals", "credit notes", "purchase orders",
+              "tax lines", "discounts", "shipping fees", "payment terms", "vendors", "refunds"]
+    clauses = []
+    for i in range(42):
+        topic = topics[i % len(topics)]
+        clauses.append(f"Clause {i + 1}: when a document mentions {topic}, copy the value exactly as written, keep "
+                       f"its original spelling, and never invent a value that clause {(i * 7) % 42 + 1} does not allow.")
+    return f"You extract invoice fields for accounts team {team}. " + " ".join(clauses)
+
+
+def shared_request(team: int, n: int, max_tokens: int) -> tuple[dict, dict]:
+    body, truth = invoice_request(n, max_tokens)
+    body["messages"][0]["content"] = handbook(team)
+    return body, truth
+
+
+def filler_request(n: int, max_tokens: int) -> tuple[dict, dict]:
+    lines = " ".join(f"Line {i}: the {n}th caravan crossed river {i * 3 + n} before dawn and counted its camels." for i in range(40))
+    body = {
+        "model": MODEL_PATH_ID,
+        "messages": [{"role": "system", "content": f"You are chronicle keeper {n}."}, {"role": "user", "content": lines}],
+        "temperature": 0,
+        "max_tokens": max_tokens,
     }
     return body, {}
 
@@ -302,6 +333,60 @@ def constrained(args: argparse.Namespace) -> None:
     print("  e.g.", answers[0].get("content") or answers[0].get("error"))
 
 
+def measured(status: int, answer: dict, seconds: float, schema: dict, truth: dict) -> dict:
+    usage, timings = answer.get("usage") or {}, answer.get("timings") or {}
+    row = {
+        "status": status,
+        "seconds": seconds,
+        "prompt_tokens": usage.get("prompt_tokens"),
+        # Prompt tokens the engine did not compute: the worker's and llama-server's `timings.cache_n`.
+        "cached_tokens": timings.get("cache_n"),
+        "ttft_ms": timings["queue_ms"] + timings["prompt_ms"] if "queue_ms" in timings else timings.get("prompt_ms"),
+    }
+    if status == 200:
+        row.update(judge(answer, schema, truth))
+    else:
+        row["error"] = json.dumps(answer)[:300]
+    return row
+
+
+def evicted(args: argparse.Namespace) -> None:
+    """A tenant's long system prompt: its first request (cold), five more right behind it (warm), then eight
+    other long prompts at once, which take every slot, then the shared prompt again (evicted)."""
+    # The handbook names the run's first request: another pass, another handbook, cold again.
+    team, n = args.first, args.first
+    timeline = []
+    for phase, count in (("cold", 1), ("warm", 5)):
+        for _ in range(count):
+            body, truth = shared_request(team, n, args.max_tokens)
+            n += 1
+            timeline.append({"phase": phase, **measured(*post(args.url, body, args.timeout), INVOICE_SCHEMA, truth)})
+    with concurrent.futures.ThreadPoolExecutor(max_workers=8) as pool:
+        fillers = list(pool.map(lambda i: post(args.url, filler_request(n + i, 8)[0], args.timeout), range(8)))
+    n += 8
+    filler_status = sorted({status for status, _, _ in fillers})
+    body, truth = shared_request(team, n, args.max_tokens)
+    timeline.append({"phase": "evicted", **measured(*post(args.url, body, args.timeout), INVOICE_SCHEMA, truth)})
+    phase = lambda name: [r for r in timeline if r["phase"] == name and r["status"] == 200]
+    summary = {
+        "kind": "evicted",
+        "engine": args.engine,
+        "pass": args.pass_no,
+        "filler_status": filler_status,
+        "filler_prompt_tokens": [((a.get("usage") or {}).get("prompt_tokens")) for _, a, _ in fillers],
+        **{f"{name}_s": summarise(phase(name), "seconds") for name in ("cold", "warm", "evicted")},
+        **{f"{name}_ttft_ms": summarise(phase(name), "ttft_ms") for name in ("cold", "warm", "evicted")},
+        "evicted_cached_tokens": summarise(phase("evicted"), "cached_tokens"),
+        "prompt_tokens": summarise(phase("cold"), "prompt_tokens"),
+        "valid": sum(1 for r in timeline if r.get("valid")),
+        "requests": len(timeline),
+        "answers": timeline,
+    }
+    with open(args.out, "w") as f:
+        json.dump(summary, f, indent=1)
+    print(json.dumps({k: v for k, v in summary.items() if k != "answers"}))
+
+
 def cpu(args: argparse.Namespace) -> None:
     """utime+stime, in seconds, of the given processes and all their descendants (LiteLLM forks workers)."""
     print(f"{tree_ticks({int(p) for p in args.pids}) / os.sysconf('SC_CLK_TCK'):.2f}")
@@ -377,6 +462,16 @@ def report(args: argparse.Namespace) -> None:
                   f"| {fmt(summarise(w, 'mean_ttft_ms', statistics.median))} / {fmt(summarise(l, 'mean_ttft_ms', statistics.median))} "
                   f"| {fmt(summarise(w, 'mean_tpot_ms', statistics.median), 2)} / {fmt(summarise(l, 'mean_tpot_ms', statistics.median), 2)} |")
         print()
+    ev = sorted((r for r in runs if r.get("kind") == "evicted"), key=lambda r: (r["pass"], r["engine"] != "worker"))
+    if ev:
+        print("| engine | pass | prompt tokens | cold s | warm s (2nd–6th) | evicted s | TTFT ms cold / warm / evicted "
+              "| evicted: cached tokens | valid |")
+        print("|---|---|---|---|---|---|---|---|---|")
+        for r in ev:
+            print(f"| {r['engine']} | {r['pass']} | {fmt(r['prompt_tokens'], 0)} | {fmt(r['cold_s'], 2)} | {fmt(r['warm_s'], 2)} "
+                  f"| **{fmt(r['evicted_s'], 2)}** | {fmt(r['cold_ttft_ms'], 0)} / {fmt(r['warm_ttft_ms'], 0)} / {fmt(r['evicted_ttft_ms'], 0)} "
+                  f"| {fmt(r['evicted_cached_tokens'], 0)} | {r['valid']}/{r['requests']} |")
+        print()
     loads = sorted((r for r in runs if r.get("kind") == "load"), key=lambda r: r.get("seq", 0))
     if loads:
         print("| target | load | sent | completed | other outcomes | req/s | p50 ms | p99 ms | max ms "
@@ -443,6 +538,14 @@ def main() -> None:
     c.add_argument("--out", required=True)
     c.add_argument("--condition", default="quiet", help="what else ran on the machine (a label for the report)")
     c.add_argument("--pid", type=int, help="the engine's process, to tell its CPU from everything else's")
+    e = sub.add_parser("evicted")
+    e.add_argument("--url", required=True)
+    e.add_argument("--engine", required=True)
+    e.add_argument("--pass-no", type=int, default=1)
+    e.add_argument("--first", type=int, default=0, help="number of the first request (varies the prompts)")
+    e.add_argument("--max-tokens", type=int, default=64)
+    e.add_argument("--timeout", type=float, default=600)
+    e.add_argument("--out", required=True)
     p = sub.add_parser("cpu")
     p.add_argument("pids", nargs="+")
     q = sub.add_parser("wait-quiet")
@@ -452,7 +555,7 @@ def main() -> None:
     r = sub.add_parser("report")
     r.add_argument("dir")
     args = parser.parse_args()
-    {"constrained": constrained, "cpu": cpu, "wait-quiet": wait_quiet, "report": report}[args.command](args)
+    {"constrained": constrained, "evicted": evicted, "cpu": cpu, "wait-quiet": wait_quiet, "report": report}[args.command](args)
 
 
 if __name__ == "__main__":
