@@ -37,8 +37,8 @@ impl Default for SamplingParams {
 const LOOKAHEAD: usize = 16;
 
 /// The grammar trials one answer may spend walking tails to a string's end (`tail.rs`): a walk of a
-/// dozen bytes over the alphabet takes about 2,500.
-const TAIL_TRIALS: usize = 6_000;
+/// dozen bytes over the alphabet takes about 2,500, one that crosses a stretch of letters twice that.
+const TAIL_TRIALS: usize = 10_000;
 
 /// What closing a JSON answer in time needs: where the answer is, its budget, and which tokens close.
 #[derive(Debug)]
@@ -234,7 +234,7 @@ impl Sampler {
             }
             closing.tail.clear();
         }
-        closing.tail = tail_to_quote(accepts, quote, tokens.alphabet(), &mut closing.trials)?;
+        closing.tail = tail_to_quote(accepts, quote, tokens.alphabet(), tokens.punctuation().len(), &mut closing.trials)?;
         closing.tail.first().copied()
     }
 }

@@ -8,7 +8,9 @@
 //! (punctuation first, then digits and letters) after which the grammar allows a different set of next
 //! bytes than before it: a byte that leaves the set as it was stays in the same part of the pattern
 //! (another digit of a number), one that changes it moves on (the `-` that starts the next number). The
-//! walk ends as soon as one of the bytes it may take lets the quote follow. Each question to the grammar
+//! walk ends as soon as one of the bytes it may take lets the quote follow. Where no byte changes the
+//! set (a `-` inside `[a-z]+(?:-+[a-z]+)*` allows what a letter does), the walk crosses on the first
+//! punctuation byte and looks again from there. Each question to the grammar
 //! is a trial it undoes, and the walk stops when the trials it was given run out, so a schema whose
 //! string can never close this way costs a bounded number of trials, not a stalled batch.
 
@@ -54,14 +56,21 @@ fn members(set: Set) -> impl Iterator<Item = usize> {
 }
 
 /// The tokens of a tail of one-byte tokens from `alphabet` (at most [`MAX_TAIL`], in the alphabet's
-/// order of preference) after which the grammar takes `quote`; `accepts(tokens)` says how many of
-/// `tokens` the grammar would take in a row from where the answer is. `None` when the walk finds none
-/// or spends its `trials`.
-pub(super) fn tail_to_quote(accepts: impl FnMut(&[u32]) -> usize, quote: u32, alphabet: &[u32], trials: &mut usize) -> Option<Vec<u32>> {
+/// order of preference, its first `punctuation` entries punctuation) after which the grammar takes
+/// `quote`; `accepts(tokens)` says how many of `tokens` the grammar would take in a row from where the
+/// answer is. `None` when the walk finds none or spends its `trials`.
+pub(super) fn tail_to_quote(
+    accepts: impl FnMut(&[u32]) -> usize,
+    quote: u32,
+    alphabet: &[u32],
+    punctuation: usize,
+    trials: &mut usize,
+) -> Option<Vec<u32>> {
     let alphabet = &alphabet[..alphabet.len().min(128)];
     let mut walk = Walk { accepts, alphabet, trials };
     let mut path = Vec::with_capacity(MAX_TAIL + 1);
     let mut here = walk.next_bytes(&mut path)?;
+    let mut crossed = false;
     while path.len() < MAX_TAIL {
         for i in members(here) {
             path.push(alphabet[i]);
@@ -81,7 +90,18 @@ pub(super) fn tail_to_quote(accepts: impl FnMut(&[u32]) -> usize, quote: u32, al
             }
             path.pop();
         }
+        if moved.is_none() && !crossed {
+            // No byte changes the set: a plateau (`[a-z]+(?:-+[a-z]+)*-v\d+` after a letter, where
+            // a `-` allows what a letter does). Cross it on its first punctuation byte, a separator most
+            // often, and look for a change from there; never twice in a row.
+            if let Some(i) = members(here).find(|&i| i < punctuation) {
+                path.push(alphabet[i]);
+                crossed = true;
+                continue;
+            }
+        }
         here = moved?;
+        crossed = false;
     }
     None
 }
@@ -95,6 +115,7 @@ mod tests {
     /// Token `i` of the alphabet is byte `ALPHABET[i]`; the quote is token 100.
     const ALPHABET: &[u8] = b"-./:_0123456789abcdefghijklmnopqrstuvwxyz";
     const QUOTE: u32 = 100;
+    const PUNCTUATION: usize = 5;
     const THREE_NUMBERS: &str = "[0-9]+-[0-9]+-[0-9]+";
     const THREE_NUMBERS_SO_FAR: &str = "[0-9]+(-([0-9]+(-[0-9]*)?)?)?";
 
@@ -130,32 +151,42 @@ mod tests {
     #[test]
     fn a_pattern_of_three_numbers_ends_after_two_more() {
         let mut trials = 10_000;
-        let tail = tail_to_quote(grammar("1257", THREE_NUMBERS, THREE_NUMBERS_SO_FAR), QUOTE, &alphabet(), &mut trials).unwrap();
+        let tail =
+            tail_to_quote(grammar("1257", THREE_NUMBERS, THREE_NUMBERS_SO_FAR), QUOTE, &alphabet(), PUNCTUATION, &mut trials).unwrap();
         assert_eq!(text(&tail), "-0-0");
     }
 
     #[test]
     fn a_version_suffix_is_found_through_its_letter() {
         let mut trials = 10_000;
-        let tail = tail_to_quote(grammar("model", "[a-z]+-v[0-9]+", "[a-z]+(-(v[0-9]*)?)?"), QUOTE, &alphabet(), &mut trials).unwrap();
+        let tail = tail_to_quote(grammar("model", "[a-z]+-v[0-9]+", "[a-z]+(-(v[0-9]*)?)?"), QUOTE, &alphabet(), PUNCTUATION, &mut trials)
+            .unwrap();
         assert_eq!(text(&tail), "-v0");
+    }
+
+    #[test]
+    fn a_separator_crosses_a_stretch_where_no_byte_changes_what_may_follow() {
+        let mut trials = 10_000;
+        let grammar = grammar("layout", "[a-z]+(-+[a-z]+)*-v[0-9]+", "[a-z][a-z-]*(-v[0-9]+)?");
+        let tail = tail_to_quote(grammar, QUOTE, &alphabet(), PUNCTUATION, &mut trials).unwrap();
+        assert_eq!(text(&tail), "-v0", "after a letter and after a `-` the same bytes may follow: the `-` crosses");
     }
 
     #[test]
     fn a_string_that_may_close_at_once_needs_one_byte_at_most() {
         let mut trials = 10_000;
-        let tail = tail_to_quote(grammar("ab", "[a-z]+:", "[a-z]+:?"), QUOTE, &alphabet(), &mut trials).unwrap();
+        let tail = tail_to_quote(grammar("ab", "[a-z]+:", "[a-z]+:?"), QUOTE, &alphabet(), PUNCTUATION, &mut trials).unwrap();
         assert_eq!(text(&tail), ":");
     }
 
     #[test]
     fn the_walk_stops_when_its_trials_are_spent() {
         let mut trials = 30;
-        assert_eq!(tail_to_quote(grammar("1257", THREE_NUMBERS, THREE_NUMBERS_SO_FAR), QUOTE, &alphabet(), &mut trials), None);
+        assert_eq!(tail_to_quote(grammar("1257", THREE_NUMBERS, THREE_NUMBERS_SO_FAR), QUOTE, &alphabet(), PUNCTUATION, &mut trials), None);
         assert_eq!(trials, 0, "every trial spent, none more");
         let mut trials = 10_000;
         assert_eq!(
-            tail_to_quote(grammar("x", "x(ab)+-z{14}", "x((ab)*a?|(ab)+-z{0,14})"), QUOTE, &alphabet(), &mut trials),
+            tail_to_quote(grammar("x", "x(ab)+-z{14}", "x((ab)*a?|(ab)+-z{0,14})"), QUOTE, &alphabet(), PUNCTUATION, &mut trials),
             None,
             "no tail within MAX_TAIL"
         );
